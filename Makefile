@@ -1,0 +1,57 @@
+# tide -- build, test, bench, install.
+#   make            build build/libtide.so, build/libtide.a and the FFI cdef
+#   make test       install missing Debian packages, build, run the busted specs
+#   make example    install, build, run the main example
+#   make bench      run the benchmarks (bench/README in bench/RESULTS.md)
+
+CC      ?= gcc
+OPT     ?= -O3 -march=native
+CFLAGS  ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-type-limits -Wno-unused-local-typedefs
+CFLAGS  += -fPIC -fvisibility=hidden -pthread -Iruntime
+BLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
+LIBS    := -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lmvec -lm -lpthread
+LUAJIT  ?= luajit
+
+SRC := $(wildcard runtime/*.c) $(wildcard jit/*.c)
+OBJ := $(patsubst %.c,build/obj/%.o,$(SRC))
+HDR := $(wildcard runtime/*.h) $(wildcard jit/*.h)
+
+all: build/libtide.so build/libtide.a build/tide_cdef.lua
+
+build/obj/%.o: %.c $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BLAS_INC) -c $< -o $@
+
+# elementwise kernels: no errno from libm so calls vectorize through libmvec
+build/obj/runtime/rt_ew.o: CFLAGS += -fno-math-errno -fno-trapping-math
+
+build/libtide.so: $(OBJ)
+	$(CC) -shared -o $@ $(OBJ) $(LIBS)
+
+build/libtide.a: $(OBJ)
+	ar rcs $@ $(OBJ)
+
+# the FFI declarations are the public header, preprocessed (never retyped)
+build/tide_cdef.lua: runtime/tide.h
+	@mkdir -p build
+	{ echo 'return [==['; $(CC) -E -P -DTD_CDEF runtime/tide.h; echo ']==]'; } > $@
+
+deps:
+	@sh scripts/install-deps.sh
+
+test: deps all
+	@sh scripts/run-tests.sh
+
+example: deps all
+	$(LUAJIT) examples/tour.lua
+
+bench: deps all
+	@sh bench/run.sh
+
+clean:
+	rm -rf build
+
+stats:
+	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
+
+.PHONY: all deps test example bench clean stats

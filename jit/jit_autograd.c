@@ -1,0 +1,416 @@
+/*
+** jit_autograd.c -- the autograd engine: recording nodes for differentiable
+** calls (the dispatcher's hook), in-place history rewriting, and backward:
+** a topological walk from the outputs that runs each node's derivative rule
+** once all its consumers have contributed their gradient.
+**
+** Invariants: a node owns references to its input producers (edges), the leaf
+** tensors it feeds and the values its rule reads; it never owns its output
+** (the output owns the node), so graphs are freed with their last tensor.
+*/
+#include "jit_grad.h"
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local int grad_disabled;
+static uint64_t engine_epoch;
+
+TD_API int td_grad_enabled(void) { return !grad_disabled; }
+TD_API int td_set_grad_enabled(int on) { int prev = !grad_disabled; grad_disabled = !on; return prev; }
+
+/* -- Nodes ------------------------------------------------------------------------ */
+
+static void node_free_saved(JitNode *n)
+{
+  for (int i = 0; i < n->nin; i++) { td_release(n->edge[i].saved); n->edge[i].saved = NULL; }
+  td_release(n->saved_out); n->saved_out = NULL;
+  td_release(n->aux); n->aux = NULL;
+}
+
+/* Iterative, so that releasing a long chain does not recurse deeply. */
+void jit_node_release(JitNode *n)
+{
+  JitNode *stack = NULL;   /* dead nodes, linked through gacc (free scratch once dead) */
+  if (__atomic_sub_fetch(&n->refcount, 1, __ATOMIC_ACQ_REL)) return;
+  n->gacc = NULL; stack = n;
+  while (stack) {
+    JitNode *x = stack; stack = (JitNode *)x->gacc;
+    node_free_saved(x);
+    for (int i = 0; i < x->nin; i++) {
+      td_release(x->edge[i].leaf);
+      JitNode *p = x->edge[i].node;
+      if (p && !__atomic_sub_fetch(&p->refcount, 1, __ATOMIC_ACQ_REL)) { p->gacc = (td_tensor *)stack; stack = p; }
+    }
+    free(x);
+  }
+}
+
+static td_tensor *node_out_alias(td_tensor *out)
+{
+  td_tensor *a = rt_tensor_alias(out, out->ndim, out->sizes, out->strides, out->offset);
+  if (a) a->scalar_type = out->scalar_type;
+  return a;
+}
+
+bool jit_grad_wants(const RtCall *c)
+{
+  if (grad_disabled || (rt_ops[c->op].flags & RT_F_NODIFF) || !rt_is_float(c->scalar_type)) return false;
+  for (int i = 0; i < c->nin; i++)
+    if (c->in[i]->flags & TD_TF_REQUIRES_GRAD) return true;
+  return false;
+}
+
+static JitNode *node_new(RtCall *c, td_tensor *const *in, td_tensor *out)
+{
+  const JitGradRule *rule = rt_ops[c->op].grad;
+  if (!rule->fn)
+    return rt_errp(TD_ERR_GRAD, "%s: this op has no derivative", rt_op_lname(c->op));
+  JitNode *n = calloc(1, sizeof *n + c->nin * sizeof(JitEdge));
+  if (!n) return rt_errp(TD_ERR_NOMEM, "autograd: out of memory recording %s", rt_op_lname(c->op));
+  n->refcount = 1; n->op = c->op; n->nin = c->nin; n->attrs = c->attrs; n->rule = rule;
+  for (int i = 0; i < c->nin; i++) {
+    td_tensor *x = in[i];
+    JitEdge *e = &n->edge[i];
+    e->ndim = x->ndim; e->scalar_type = x->scalar_type; memcpy(e->sizes, x->sizes, sizeof e->sizes);
+    if (x->flags & TD_TF_REQUIRES_GRAD) {
+      if (x->rt_grad_fn) { e->node = x->rt_grad_fn; __atomic_add_fetch(&e->node->refcount, 1, __ATOMIC_RELAXED); }
+      else { e->leaf = x; td_retain(x); }
+    }
+    if (rule->save & (1u << i)) {
+      e->saved = x; td_retain(x);
+      e->version = x->rt_storage ? x->rt_storage->version : 0;
+    }
+  }
+  if (rule->save & JIT_SAVE_OUT) {
+    if (!(n->saved_out = node_out_alias(out))) { jit_node_release(n); return NULL; }
+    n->out_version = out->rt_storage ? out->rt_storage->version : 0;
+  }
+  if ((rule->save & JIT_SAVE_AUX) && c->aux) { n->aux = c->aux; td_retain(c->aux); }
+  n->out_ndim = out->ndim; n->out_dtype = out->scalar_type; memcpy(n->out_size, out->sizes, sizeof n->out_size);
+  return n;
+}
+
+int jit_grad_record(RtCall *c, td_tensor *out)
+{
+  JitNode *n = node_new(c, c->in, out);
+  if (!n) return TD_ERR_GRAD;
+  out->rt_grad_fn = n; n->owner = out;
+  out->flags |= TD_TF_REQUIRES_GRAD;
+  if (rt_ops[c->op].flags & RT_F_VIEW) { out->rt_base = c->in[0]->rt_base ? c->in[0]->rt_base : c->in[0]; td_retain(out->rt_base); }
+  return 0;
+}
+
+td_tensor *jit_grad_inplace_begin(td_tensor *self)
+{
+  td_tensor *old = node_out_alias(self);
+  if (!old) return NULL;
+  old->flags = self->flags & TD_TF_REQUIRES_GRAD;
+  old->rt_grad_fn = self->rt_grad_fn;            /* old takes over self's history */
+  if (old->rt_grad_fn && old->rt_grad_fn->owner == self) old->rt_grad_fn->owner = old;
+  self->rt_grad_fn = NULL;
+  return old;
+}
+
+int jit_grad_record_inplace(RtCall *c, td_tensor *self, td_tensor *old)
+{
+  td_tensor *in[RT_MAX_IN];
+  for (int i = 0; i < c->nin; i++) in[i] = c->in[i] == self ? old : c->in[i];
+  /* the version was bumped by the write; saved inputs aliasing self are stale by design */
+  JitNode *n = node_new(c, in, self);
+  if (!n) {                                 /* restore the old history */
+    self->rt_grad_fn = old->rt_grad_fn; old->rt_grad_fn = NULL;
+    if (self->rt_grad_fn && self->rt_grad_fn->owner == old) self->rt_grad_fn->owner = self;
+    return TD_ERR_GRAD;
+  }
+  self->rt_grad_fn = n; n->owner = self;
+  self->flags |= TD_TF_REQUIRES_GRAD;
+  return 0;
+}
+
+/* -- Saved values ------------------------------------------------------------------------ */
+
+static const char *released_msg =
+  "%s: trying to backward through the graph a second time (or to read saved values after "
+  "they were freed); pass retain_graph=true to the first backward";
+
+td_tensor *jit_tmp(JitCtx *k, td_tensor *t)
+{
+  if (t) {
+    if (k->ntmp == (int)(sizeof k->tmp / sizeof k->tmp[0])) { td_release(t); return rt_errp(TD_ERR_STATE, "autograd: too many temporaries"); }
+    k->tmp[k->ntmp++] = t;
+  }
+  return t;
+}
+
+td_tensor *jit_saved_in(JitCtx *k, int i)
+{
+  JitNode *n = k->n;
+  JitEdge *e = &n->edge[i];
+  if (n->released) return rt_errp(TD_ERR_GRAD, released_msg, n->rule->name);
+  if (!e->saved) return rt_errp(TD_ERR_STATE, "%s: input %d was not saved", n->rule->name, i + 1);
+  if (e->saved->rt_storage && e->saved->rt_storage->version != e->version)
+    return rt_errp(TD_ERR_GRAD, "%s: one of the variables needed for gradient computation has been modified "
+                   "by an in-place operation (input %d of %s, version %llu, expected %llu)",
+                   n->rule->name, i + 1, rt_op_lname(n->op),
+                   (unsigned long long)e->saved->rt_storage->version, (unsigned long long)e->version);
+  return e->saved;
+}
+
+/* The output, with this node as its history when higher-order grads are recorded. */
+td_tensor *jit_saved_out(JitCtx *k)
+{
+  JitNode *n = k->n;
+  if (n->released) return rt_errp(TD_ERR_GRAD, released_msg, n->rule->name);
+  if (!n->saved_out) return rt_errp(TD_ERR_STATE, "%s: output was not saved", n->rule->name);
+  if (n->saved_out->rt_storage && n->saved_out->rt_storage->version != n->out_version)
+    return rt_errp(TD_ERR_GRAD, "%s: one of the variables needed for gradient computation has been modified "
+                   "by an in-place operation (the output of %s)", n->rule->name, rt_op_lname(n->op));
+  if (!td_grad_enabled()) return n->saved_out;
+  td_tensor *o = jit_tmp(k, node_out_alias(n->saved_out));
+  if (o) {
+    o->rt_grad_fn = n; __atomic_add_fetch(&n->refcount, 1, __ATOMIC_RELAXED);
+    o->flags |= TD_TF_REQUIRES_GRAD;
+  }
+  return o;
+}
+
+/* -- Autograd API on tensors --------------------------------------------------------------- */
+
+TD_API int td_set_requires_grad(td_tensor *t, int on)
+{
+  if (!on) {
+    if (t->rt_grad_fn)
+      return rt_err(TD_ERR_GRAD, "requires_grad_: you can only change requires_grad of leaf tensors "
+                    "(use detach() to get a tensor without history)");
+    t->flags &= ~TD_TF_REQUIRES_GRAD;
+    return 0;
+  }
+  if (!rt_is_float(t->scalar_type))
+    return rt_err(TD_ERR_DTYPE, "requires_grad_: only floating point tensors can require gradients, got %s",
+                  td_dtype_name(t->scalar_type));
+  t->flags |= TD_TF_REQUIRES_GRAD;
+  return 0;
+}
+
+TD_API int td_requires_grad(const td_tensor *t) { return (t->flags & TD_TF_REQUIRES_GRAD) != 0; }
+TD_API int td_is_leaf(const td_tensor *t) { return t->rt_grad_fn == NULL; }
+TD_API td_tensor *td_grad(td_tensor *t) { if (t->rt_grad) td_retain(t->rt_grad); return t->rt_grad; }
+TD_API int td_retain_grad(td_tensor *t)
+{
+  if (!(t->flags & TD_TF_REQUIRES_GRAD))
+    return rt_err(TD_ERR_GRAD, "retain_grad: can't retain_grad on a tensor that does not require grad");
+  if (t->rt_grad_fn) t->flags |= TD_TF_RETAIN_GRAD;
+  return 0;
+}
+
+TD_API int td_set_grad(td_tensor *t, td_tensor *g)
+{
+  if (g && (g->ndim != t->ndim || memcmp(g->sizes, t->sizes, t->ndim * sizeof(int64_t))))
+    return rt_err(TD_ERR_SHAPE, "grad: assigned grad has shape %s but the tensor has shape %s",
+                  RT_SHAPE(g), RT_SHAPE(t));
+  if (g) td_retain(g);
+  td_release(t->rt_grad);
+  t->rt_grad = g;
+  return 0;
+}
+
+TD_API td_tensor *td_detach(td_tensor *t)
+{
+  td_tensor *d = rt_tensor_alias(t, t->ndim, t->sizes, t->strides, t->offset);
+  if (d) d->scalar_type = t->scalar_type;
+  return d;
+}
+
+TD_API const char *td_grad_fn_name(const td_tensor *t) { return t->rt_grad_fn ? t->rt_grad_fn->rule->name : NULL; }
+TD_API uint64_t td_version(const td_tensor *t) { return t->rt_storage ? t->rt_storage->version : 0; }
+
+/* -- Backward ------------------------------------------------------------------------------ */
+
+typedef struct { JitNode **v; int n, cap; } NodeVec;
+
+static int vec_push(NodeVec *s, JitNode *x)
+{
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 64;
+    JitNode **v = realloc(s->v, cap * sizeof *v);
+    if (!v) return rt_err(TD_ERR_NOMEM, "backward: out of memory");
+    s->v = v; s->cap = cap;
+  }
+  s->v[s->n++] = x;
+  return 0;
+}
+
+/* acc += g (a new tensor; neither argument is consumed) */
+static td_tensor *grad_sum(td_tensor *acc, td_tensor *g)
+{
+  if (!acc) { td_retain(g); return g; }
+  return td_add(acc, g);
+}
+
+/* Shape a rule's result to its input: reduce broadcast dims, restore dtype. */
+static td_tensor *fit_grad(td_tensor *g, const JitEdge *e, const char *rule)
+{
+  td_tensor *r = td_sum_to(g, e->ndim, e->sizes);
+  if (!r) return rt_errp(TD_ERR_SHAPE, "%s: gradient of shape %s does not fit input of shape %s", rule,
+                         RT_SHAPE(g), rt_shape_str((char[160]){0}, 160, e->ndim, e->sizes));
+  if (r->scalar_type != e->scalar_type && rt_is_float(e->scalar_type)) { td_tensor *c = td_cast(r, e->scalar_type); td_release(r); r = c; }
+  return r;
+}
+
+typedef struct {
+  int nin; td_tensor *const *inputs; td_tensor **results;   /* capture mode (autograd.grad) */
+} Capture;
+
+static int capture_index(const Capture *cap, const td_tensor *leaf, const JitNode *node)
+{
+  for (int j = 0; j < cap->nin; j++) {
+    const td_tensor *x = cap->inputs[j];
+    if ((leaf && x == leaf) || (node && x->rt_grad_fn == node)) return j;
+  }
+  return -1;
+}
+
+static int deliver_leaf(td_tensor *leaf, td_tensor *g, const Capture *cap, int create_graph)
+{
+  if (cap) {
+    int j = capture_index(cap, leaf, NULL);
+    if (j >= 0) {
+      td_tensor *s = grad_sum(cap->results[j], g);
+      if (!s) return TD_ERR_NOMEM;
+      td_release(cap->results[j]); cap->results[j] = s;
+    }
+    return 0;
+  }
+  td_tensor *gd = create_graph ? (td_retain(g), g) : td_detach(g);
+  if (!gd) return TD_ERR_NOMEM;
+  if (leaf->rt_grad) {
+    td_tensor *s = td_add(leaf->rt_grad, gd);
+    td_release(gd);
+    if (!s) return TD_ERR_NOMEM;
+    gd = s;
+  } else if (!create_graph && g->rt_storage && g->rt_storage->refcount > 2) {
+    /* .grad must own its memory: the incoming buffer is shared (e.g. add passes
+    ** one gradient to both inputs), and an in-place update of one .grad
+    ** (clipping, zeroing) must not change the other */
+    td_tensor *c = td_contiguous(gd);
+    if (c == gd) { td_release(c); c = td_op(RT_OP_COPY, 1, &gd, NULL); }
+    td_release(gd);
+    if (!c) return TD_ERR_NOMEM;
+    gd = c;
+  }
+  td_release(leaf->rt_grad);
+  leaf->rt_grad = gd;
+  return 0;
+}
+
+static int run_node(JitNode *n, const Capture *cap, int retain_graph, int create_graph, NodeVec *ready)
+{
+  JitCtx k;
+  memset(&k, 0, sizeof k);
+  k.n = n; k.g = n->gacc;
+  int rc = 0;
+  if (n->released) rc = rt_err(TD_ERR_GRAD, released_msg, n->rule->name);
+  if (!rc && n->owner && (n->owner->flags & TD_TF_RETAIN_GRAD) && !cap)
+    rc = deliver_leaf(n->owner, k.g, NULL, create_graph);
+  if (!rc) rc = n->rule->fn(&k);
+  for (int i = 0; !rc && i < n->nin; i++) {
+    JitEdge *e = &n->edge[i];
+    if (!k.gin[i] || (!e->node && !e->leaf)) continue;
+    td_tensor *g = fit_grad(k.gin[i], e, n->rule->name);
+    if (!g) { rc = TD_ERR_SHAPE; break; }
+    if (e->leaf) rc = deliver_leaf(e->leaf, g, cap, create_graph);
+    else {
+      JitNode *p = e->node;
+      td_tensor *s = grad_sum(p->gacc, g);
+      if (!s) rc = TD_ERR_NOMEM;
+      else { td_release(p->gacc); p->gacc = s; if (--p->deps == 0) rc = vec_push(ready, p); }
+    }
+    td_release(g);
+  }
+  for (int i = 0; i < n->nin; i++) td_release(k.gin[i]);
+  for (int i = 0; i < k.ntmp; i++) td_release(k.tmp[i]);
+  if (!retain_graph) { node_free_saved(n); n->released = 1; }
+  return rc;
+}
+
+TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *grads,
+                       int nin, td_tensor *const *inputs, td_tensor **results,
+                       int retain_graph, int create_graph)
+{
+  Capture capture = { nin, inputs, results }, *cap = inputs ? &capture : NULL;
+  if (cap) for (int j = 0; j < nin; j++) {
+    results[j] = NULL;
+    if (!(inputs[j]->flags & TD_TF_REQUIRES_GRAD))
+      return rt_err(TD_ERR_GRAD, "grad: input %d does not require grad", j + 1);
+  }
+  uint64_t epoch = ++engine_epoch;
+  NodeVec all = { 0 }, ready = { 0 }, stack = { 0 };
+  int rc = 0;
+  td_tensor *seeds[RT_MAX_IN] = { 0 };
+  if (nout > RT_MAX_IN) return rt_err(TD_ERR_ARG, "backward: too many outputs (%d)", nout);
+  /* 1. seeds */
+  for (int i = 0; i < nout && !rc; i++) {
+    td_tensor *o = outputs[i], *g = grads ? grads[i] : NULL;
+    if (!(o->flags & TD_TF_REQUIRES_GRAD))
+      { rc = rt_err(TD_ERR_GRAD, "backward: element %d of tensors does not require grad and does not have a grad_fn", i); break; }
+    if (g) {
+      if (g->ndim != o->ndim || memcmp(g->sizes, o->sizes, o->ndim * sizeof(int64_t)))
+        { rc = rt_err(TD_ERR_SHAPE, "backward: grad of shape %s does not match output of shape %s", RT_SHAPE(g), RT_SHAPE(o)); break; }
+      td_retain(g);
+    } else {
+      if (o->nelem != 1)
+        { rc = rt_err(TD_ERR_GRAD, "backward: grad can be implicitly created only for scalar outputs (got shape %s)", RT_SHAPE(o)); break; }
+      if (!(g = td_full(o->ndim, o->sizes, 1.0, o->scalar_type))) { rc = TD_ERR_NOMEM; break; }
+    }
+    seeds[i] = g;
+  }
+  /* 2. discover the graph and count each node's consumers */
+  for (int i = 0; i < nout && !rc; i++) {
+    JitNode *r = outputs[i]->rt_grad_fn;
+    if (r && r->epoch != epoch) { r->epoch = epoch; r->deps = 0; r->gacc = NULL; rc = vec_push(&stack, r); }
+  }
+  while (!rc && stack.n) {
+    JitNode *x = stack.v[--stack.n];
+    if ((rc = vec_push(&all, x))) break;
+    for (int i = 0; i < x->nin; i++) {
+      JitNode *p = x->edge[i].node;
+      if (!p) continue;
+      if (p->epoch != epoch) { p->epoch = epoch; p->deps = 0; p->gacc = NULL; if ((rc = vec_push(&stack, p))) break; }
+      p->deps++;
+    }
+  }
+  /* 3. seed and run in dependency order */
+  int prev = td_set_grad_enabled(create_graph);
+  for (int i = 0; i < nout && !rc; i++) {
+    td_tensor *o = outputs[i];
+    if (!o->rt_grad_fn) { rc = deliver_leaf(o, seeds[i], cap, create_graph); continue; }
+    JitNode *r = o->rt_grad_fn;
+    td_tensor *s = grad_sum(r->gacc, seeds[i]);
+    if (!s) { rc = TD_ERR_NOMEM; break; }
+    td_release(r->gacc); r->gacc = s;
+  }
+  for (int i = 0; i < nout && !rc; i++) {
+    JitNode *r = outputs[i]->rt_grad_fn;
+    if (r && r->deps == 0 && r->epoch == epoch) { r->deps = -1; rc = vec_push(&ready, r); }
+  }
+  while (!rc && ready.n) {
+    JitNode *x = ready.v[--ready.n];
+    if (cap) {
+      int j = capture_index(cap, NULL, x);
+      if (j >= 0 && x->gacc) {
+        td_tensor *s = grad_sum(cap->results[j], x->gacc);
+        if (!s) { rc = TD_ERR_NOMEM; break; }
+        td_release(cap->results[j]); cap->results[j] = s;
+      }
+    }
+    rc = run_node(x, cap, retain_graph, create_graph, &ready);
+    td_release(x->gacc); x->gacc = NULL;
+  }
+  td_set_grad_enabled(prev);
+  /* 4. clean up scratch (also after an error) */
+  for (int i = 0; i < all.n; i++) { td_release(all.v[i]->gacc); all.v[i]->gacc = NULL; }
+  for (int i = 0; i < nout; i++) td_release(seeds[i]);
+  if (rc && cap) for (int j = 0; j < nin; j++) { td_release(results[j]); results[j] = NULL; }
+  free(all.v); free(ready.v); free(stack.v);
+  return rc;
+}

@@ -1,0 +1,65 @@
+/*
+** jit_grad.h -- autograd records (nodes) and derivative rules.
+** A node is the record of one differentiable op call: its op and attrs, one
+** edge per input (to the producing node, or to the leaf tensor), and the values
+** its derivative rule reads. The rules (jit_grad.c) are written against the
+** public op API, so eager backward and the trace compiler replay the same rules.
+*/
+#ifndef JIT_GRAD_H
+#define JIT_GRAD_H
+
+#include "../runtime/rt.h"
+
+typedef struct JitEdge {
+  struct RtNode *node;           /* producer of this input (retained), or NULL */
+  td_tensor *leaf;               /* the leaf tensor itself (retained), or NULL */
+  td_tensor *saved;              /* the input's value if the rule reads it */
+  uint64_t version;              /* saved->rt_storage->version when saved */
+  int32_t ndim, scalar_type;     /* the input's geometry, for reducing broadcast grads */
+  int64_t sizes[TD_MAX_DIMS];
+} JitEdge;
+
+typedef struct RtNode {
+  int32_t refcount;
+  int32_t op;
+  int32_t nin;
+  int32_t released;              /* saved values freed after a backward */
+  td_attrs attrs;
+  const struct JitGradRule *rule;
+  td_tensor *owner;              /* the output tensor (weak: cleared when it dies) */
+  td_tensor *saved_out;          /* alias of the output without history, if read */
+  uint64_t out_version;
+  td_tensor *aux;                /* second result of the op (max/min indices) */
+  int32_t out_ndim, out_dtype;
+  int64_t out_size[TD_MAX_DIMS];
+  /* engine scratch for one backward pass */
+  uint64_t epoch;
+  int32_t deps;
+  td_tensor *gacc;
+  JitEdge edge[];
+} JitNode;
+
+/* Context of one rule invocation: the node, the incoming gradient, the results. */
+typedef struct JitCtx {
+  JitNode *n;
+  td_tensor *g;                  /* d loss / d output */
+  td_tensor *gin[RT_MAX_IN];     /* results: d loss / d input i (NULL = none) */
+  td_tensor *tmp[64];            /* temporaries released after the rule */
+  int ntmp;
+} JitCtx;
+
+#define JIT_SAVE_OUT 0x80000000u
+#define JIT_SAVE_AUX 0x40000000u
+#define JIT_SAVE_ALL 0x0000ffffu
+
+typedef struct JitGradRule {
+  const char *name;              /* "MulBackward" */
+  int (*fn)(JitCtx *k);
+  uint32_t save;                 /* bit i: input i's value; JIT_SAVE_OUT/AUX */
+} JitGradRule;
+
+td_tensor *jit_saved_in(JitCtx *k, int i);   /* NULL + error if modified in place */
+td_tensor *jit_saved_out(JitCtx *k);
+td_tensor *jit_tmp(JitCtx *k, td_tensor *t); /* register a temporary; passes NULL through */
+
+#endif

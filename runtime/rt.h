@@ -1,0 +1,159 @@
+/*
+** rt.h -- internal header of the C runtime: storage, the dispatcher's call
+** record, op-table hooks, errors, the thread pool and dtype helpers.
+** Not installed; the public surface is tide.h.
+*/
+#ifndef RT_H
+#define RT_H
+
+#include "tide.h"
+#include "rt_ops.h"
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+
+/* -- Errors ----------------------------------------------------------------- */
+
+/* Set the thread-local message (printf-style) and return `code`. */
+int rt_err(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Same, for pointer-returning functions: sets the message, returns NULL. */
+void *rt_errp(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Format a shape as "[3,4]" into buf (returns buf). */
+char *rt_shape_str(char *buf, size_t n, int ndim, const int64_t *size);
+#define RT_SHAPE(t) rt_shape_str((char[160]){0}, 160, (t)->ndim, (t)->sizes)
+
+#ifdef RT_DEBUG
+#include <stdio.h>
+#include <stdlib.h>
+#define RT_ASSERT(c) do { if (!(c)) { fprintf(stderr, "%s:%d: RT_ASSERT(%s)\n", \
+  __FILE__, __LINE__, #c); abort(); } } while (0)
+#else
+#define RT_ASSERT(c) ((void)0)
+#endif
+
+/* -- Dtypes ----------------------------------------------------------------- */
+
+/* _(ENUM, name, ctype, size, category) -- category: 0 bool, 1 int, 2 float */
+#define RT_DTYPEDEF(_) \
+  _(BOOL,    bool,    uint8_t, 1, 0) \
+  _(UINT8,   uint8,   uint8_t, 1, 1) \
+  _(INT32,   int32,   int32_t, 4, 1) \
+  _(INT64,   int64,   int64_t, 8, 1) \
+  _(FLOAT32, float32, float,   4, 2) \
+  _(FLOAT64, float64, double,  8, 2)
+
+int rt_dtype_size(int dt);
+int rt_dtype_cat(int dt);             /* 0 bool, 1 integer, 2 float */
+static inline bool rt_is_float(int dt) { return dt == TD_FLOAT32 || dt == TD_FLOAT64; }
+extern int rt_default_float;          /* TD_FLOAT32 */
+double rt_load(const void *p, int dt);        /* one element as double */
+void rt_store(void *p, int dt, double v);     /* one element from double */
+
+/* -- Storage and allocation ------------------------------------------------------ */
+
+typedef struct RtStorage {
+  int32_t refcount;
+  int32_t device_type;
+  uint64_t version;              /* bumped by every in-place write (autograd checks) */
+  size_t nbytes;
+  void *ptr;                     /* 64-byte aligned */
+} RtStorage;
+
+RtStorage *rt_storage_new(size_t nbytes);      /* NULL + error on failure */
+void rt_storage_retain(RtStorage *s);
+void rt_storage_release(RtStorage *s);
+void *rt_alloc(size_t nbytes);                 /* caching allocator, 64-byte aligned */
+void rt_free(void *p, size_t nbytes);
+void rt_live_add(int64_t delta);
+
+/* -- Tensors -------------------------------------------------------------------- */
+
+td_tensor *rt_tensor_alloc(void);              /* zeroed header, refcount 1, no storage */
+/* New contiguous tensor with fresh storage. */
+td_tensor *rt_tensor_new(int ndim, const int64_t *size, int dtype);
+/* New tensor header aliasing t's storage with the given geometry. */
+td_tensor *rt_tensor_alias(td_tensor *t, int ndim, const int64_t *size,
+                           const int64_t *stride, int64_t offset);
+void rt_tensor_contig_strides(int ndim, const int64_t *size, int64_t *stride);
+int64_t rt_numel(int ndim, const int64_t *size);
+bool rt_tensor_is_contig(const td_tensor *t);
+static inline char *rt_ptr(const td_tensor *t) { return (char *)t->ptr; }
+static inline void rt_bump_version(td_tensor *t) { if (t->rt_storage) t->rt_storage->version++; }
+
+/* -- The dispatcher's call record ------------------------------------------------ */
+
+#define RT_MAX_IN 64   /* cat takes up to this many tensors */
+
+typedef struct RtCall {
+  int op;
+  int nin;
+  td_tensor *const *in;
+  td_attrs attrs;            /* a copy, normalized by meta (dims made 0-based, sorted) */
+  int cdtype;                /* common compute dtype of the promoted inputs */
+  /* filled by meta: */
+  int ndim;
+  int64_t sizes[TD_MAX_DIMS];
+  int scalar_type;           /* the result's dtype */
+  td_tensor *aux;            /* a second result (max/min indices), made by the kernel */
+} RtCall;
+
+typedef int (*RtMetaFn)(RtCall *c);
+typedef int (*RtKernFn)(RtCall *c, td_tensor *out);
+
+typedef struct RtOpInfo {
+  const char *name;
+  int kind, arity, flags;
+  RtMetaFn meta;
+  RtKernFn kern;
+  struct JitGradRule *grad;
+} RtOpInfo;
+
+extern const RtOpInfo rt_ops[RT_OP__MAX];
+
+/* Meta (shape and dtype rule) and kernel hooks named in the op table. */
+#define RT_DECLHOOKS(name, kind, arity, flags, meta, kern, grad) \
+  int rt_meta_##meta(RtCall *c); int rt_kern_##kern(RtCall *c, td_tensor *out);
+RT_OPDEF(RT_DECLHOOKS)
+#undef RT_DECLHOOKS
+
+/* Broadcast shapes a and b into out; error names the op. */
+int rt_broadcast(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
+                 int *nout, int64_t *out);
+/* Normalize a dim index (0-based, negative from the end) against ndim. */
+int rt_wrap_dim(const char *op, int64_t *dim, int ndim);
+/* Input i of the call converted to dtype dt (a new ref: the same tensor retained,
+** or a converted copy). */
+td_tensor *rt_as_dtype(td_tensor *t, int dt);
+/* Contiguous version of t (retained t if already contiguous). */
+td_tensor *rt_as_contig(td_tensor *t);
+/* Run a call whose meta has succeeded, into a new or given output. */
+td_tensor *rt_call_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs);
+
+/* -- Autograd hooks (jit/jit_grad.c) ---------------------------------------------- */
+
+bool jit_grad_wants(const RtCall *c);                /* record this call? */
+int jit_grad_record(RtCall *c, td_tensor *out);      /* attach a node to out */
+/* In place: take over self's history into a new header (returned, +1) before the
+** write, then record the call with that header standing for self's old value. */
+td_tensor *jit_grad_inplace_begin(td_tensor *self);
+int jit_grad_record_inplace(RtCall *c, td_tensor *self, td_tensor *old);
+void jit_node_release(struct RtNode *n);
+const char *rt_op_lname(int op);
+int rt_result_type_n(int n, td_tensor *const *in);
+
+/* -- Thread pool ------------------------------------------------------------------- */
+
+/* Run fn(ctx, begin, end) over [0, n) split in chunks of at least `grain`.
+** Chunk boundaries depend only on n, grain and the thread count. */
+typedef void (*RtRangeFn)(void *ctx, int64_t begin, int64_t end);
+void rt_parallel_for(int64_t n, int64_t grain, RtRangeFn fn, void *ctx);
+int rt_num_threads(void);
+
+/* -- RNG ----------------------------------------------------------------------------- */
+
+/* Philox4x32-10: 4 random 32-bit words for (key, counter). */
+void rt_philox(uint64_t key, uint64_t ctr, uint32_t out[4]);
+/* Reserve n counters from the global stream; returns the first. */
+uint64_t rt_rng_reserve(uint64_t n, uint64_t *key);
+
+#endif

@@ -1,0 +1,303 @@
+/*
+** rt_dispatch.c -- the one path every op takes: check arguments and infer the
+** result's shape and dtype (the op's meta rule, shared with tracing), allocate,
+** run the eager kernel, and let autograd record the call. Also the shape and
+** dtype helpers the meta rules share, and the named C wrappers.
+*/
+#include "rt.h"
+#include <string.h>
+#include <stdlib.h>
+
+struct JitGradRule;
+#define RT_GRADSYM_0 NULL
+#define RT_DECLGRAD(name, kind, arity, flags, meta, kern, grad) extern struct JitGradRule jit_grad_rule_##grad;
+#define jit_grad_rule_0 jit_grad_rule_none
+extern struct JitGradRule jit_grad_rule_none;
+RT_OPDEF(RT_DECLGRAD)
+#undef RT_DECLGRAD
+
+const RtOpInfo rt_ops[RT_OP__MAX] = {
+#define RT_OPROW(name, kind, arity, flags, meta, kern, grad) \
+  [RT_OP_##name] = { #name, RT_K_##kind, arity, flags, rt_meta_##meta, rt_kern_##kern, &jit_grad_rule_##grad },
+  RT_OPDEF(RT_OPROW)
+#undef RT_OPROW
+};
+
+/* lower-case names for messages and the Lua op table */
+static char op_lname[RT_OP__MAX][24];
+
+__attribute__((constructor)) static void dispatch_init(void)
+{
+  for (int i = 0; i < RT_OP__MAX; i++) {
+    const char *s = rt_ops[i].name; int k = 0;
+    for (; s[k] && k < 23; k++) op_lname[i][k] = (char)(s[k] >= 'A' && s[k] <= 'Z' ? s[k] + 32 : s[k]);
+    op_lname[i][k] = 0;
+  }
+}
+
+const char *rt_op_lname(int op) { return op_lname[op]; }
+TD_API int td_op_count(void) { return RT_OP__MAX; }
+TD_API const char *td_op_name(int op) { return op >= 0 && op < RT_OP__MAX ? op_lname[op] : "?"; }
+TD_API int td_op_arity(int op) { return op >= 0 && op < RT_OP__MAX ? rt_ops[op].arity : 0; }
+TD_API int td_op_kind(int op) { return op >= 0 && op < RT_OP__MAX ? rt_ops[op].kind : -1; }
+
+/* -- Shared meta helpers ------------------------------------------------------------------ */
+
+int rt_broadcast(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
+                 int *nout, int64_t *out)
+{
+  int n = na > nb ? na : nb;
+  int64_t r[TD_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    int64_t x = i < n - na ? 1 : a[i - (n - na)], y = i < n - nb ? 1 : b[i - (n - nb)];
+    if (x != y && x != 1 && y != 1)
+      return rt_err(TD_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast", op,
+                    rt_shape_str((char[160]){0}, 160, na, a), rt_shape_str((char[160]){0}, 160, nb, b));
+    r[i] = x == 1 ? y : x;
+  }
+  *nout = n; memcpy(out, r, n * sizeof *r);
+  return 0;
+}
+
+int rt_wrap_dim(const char *op, int64_t *dim, int ndim)
+{
+  int lim = ndim > 0 ? ndim : 1;
+  if (*dim < -lim || *dim >= lim)
+    return rt_err(TD_ERR_INDEX, "%s: dim %lld out of range for a tensor with %d dims", op,
+                  (long long)(*dim >= 0 ? *dim + 1 : *dim), ndim);
+  if (*dim < 0) *dim += lim;
+  return 0;
+}
+
+td_tensor *rt_as_dtype(td_tensor *t, int dt)
+{
+  if (t->scalar_type == dt) { td_retain(t); return t; }
+  td_tensor *o = rt_tensor_new(t->ndim, t->sizes, dt);
+  if (!o) return NULL;
+  RtCall c = { .op = RT_OP_CAST, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = dt };
+  c.attrs.dtype = dt;
+  if (rt_kern_ew(&c, o)) { td_release(o); return NULL; }
+  return o;
+}
+
+td_tensor *rt_as_contig(td_tensor *t)
+{
+  if (rt_tensor_is_contig(t)) { td_retain(t); return t; }
+  td_tensor *o = rt_tensor_new(t->ndim, t->sizes, t->scalar_type);
+  if (!o) return NULL;
+  RtCall c = { .op = RT_OP_COPY, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = t->scalar_type };
+  if (rt_kern_ew(&c, o)) { td_release(o); return NULL; }
+  return o;
+}
+
+/* -- The dispatcher ------------------------------------------------------------------------- */
+
+int rt_result_type_n(int n, td_tensor *const *in);
+
+static int call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_attrs *attrs)
+{
+  if (op < 0 || op >= RT_OP__MAX) return rt_err(TD_ERR_ARG, "op: invalid op id %d", op);
+  const RtOpInfo *oi = &rt_ops[op];
+  const char *name = op_lname[op];
+  if (oi->arity >= 0 ? nin != oi->arity : (nin < 1 || nin > RT_MAX_IN))
+    return rt_err(TD_ERR_ARG, "%s: expected %d tensor arguments, got %d", name, oi->arity, nin);
+  for (int i = 0; i < nin; i++)
+    if (!in[i]) return rt_err(TD_ERR_ARG, "bad argument #%d to '%s' (Tensor expected, got nil)", i + 1, name);
+  memset(c, 0, sizeof *c);
+  c->op = op; c->nin = nin; c->in = in;
+  if (attrs) c->attrs = *attrs; else { c->attrs.ndims = -1; c->attrs.dtype = -1; }
+  c->cdtype = (oi->flags & RT_F_NOPROMO) ? in[0]->scalar_type : rt_result_type_n(op == RT_OP_WHERE ? 2 : nin,
+                                                                         op == RT_OP_WHERE ? in + 1 : in);
+  if ((oi->flags & RT_F_FLOAT) && !rt_is_float(c->cdtype)) c->cdtype = rt_default_float;
+  if ((oi->flags & RT_F_NOBOOL) && c->cdtype == TD_BOOL)
+    return rt_err(TD_ERR_DTYPE, "%s: bool tensors are not supported", name);
+  if ((oi->flags & RT_F_FLOATIN) && !rt_is_float(c->cdtype))
+    return rt_err(TD_ERR_DTYPE, "%s: expected a floating point tensor, got %s", name, td_dtype_name(c->cdtype));
+  c->scalar_type = (oi->flags & RT_F_BOOLOUT) ? TD_BOOL : (oi->flags & RT_F_LONGOUT) ? TD_INT64 : c->cdtype;
+  for (int i = 0; i < nin; i++)
+    if (in[i]->device_type != in[0]->device_type)
+      return rt_err(TD_ERR_DEVICE, "%s: tensors are on different devices (argument 1 on %s, argument %d on %s)",
+                    name, in[0]->device_type ? "opencl" : "cpu", i + 1, in[i]->device_type ? "opencl" : "cpu");
+  return oi->meta(c);
+}
+
+static td_tensor *call_run(RtCall *c)
+{
+  const RtOpInfo *oi = &rt_ops[c->op];
+  td_tensor *out;
+  if (oi->flags & RT_F_VIEW) {
+    out = rt_tensor_alloc();            /* the view kernel fills the geometry */
+    if (!out) return NULL;
+    out->scalar_type = c->scalar_type;
+  } else {
+    for (int i = 0; i < c->nin; i++)
+      if (!c->in[i]->ptr)
+        return rt_errp(TD_ERR_STATE, "%s: argument %d has no data", op_lname[c->op], i + 1);
+    out = rt_tensor_new(c->ndim, c->sizes, c->scalar_type);
+    if (!out) return NULL;
+  }
+  if (oi->kern(c, out)) { td_release(out); td_release(c->aux); return NULL; }
+  if (jit_grad_wants(c) && jit_grad_record(c, out)) { td_release(out); td_release(c->aux); return NULL; }
+  return out;
+}
+
+TD_API td_tensor *td_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs)
+{
+  RtCall c;
+  if (call_prepare(&c, op, nin, in, attrs)) return NULL;
+  return call_run(&c);
+}
+
+td_tensor *rt_call_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs)
+{
+  return td_op(op, nin, in, attrs);
+}
+
+/* In place: the result (broadcast to out's shape) is written through out's strides. */
+TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attrs, td_tensor *out)
+{
+  RtCall c;
+  if (!out) return rt_err(TD_ERR_ARG, "in-place op: destination is nil");
+  if (call_prepare(&c, op, nin, in, attrs)) return TD_ERR_ARG;
+  const char *name = op_lname[op];
+  const RtOpInfo *oi = &rt_ops[op];
+  int n; int64_t bs[TD_MAX_DIMS];
+  if (rt_broadcast(name, c.ndim, c.sizes, out->ndim, out->sizes, &n, bs) || n != out->ndim ||
+      memcmp(bs, out->sizes, n * sizeof *bs))
+    return rt_err(TD_ERR_SHAPE, "%s_: result of shape %s cannot be written into a tensor of shape %s",
+                  name, rt_shape_str((char[160]){0}, 160, c.ndim, c.sizes), RT_SHAPE(out));
+  if (rt_dtype_cat(c.scalar_type) > rt_dtype_cat(out->scalar_type) && op != RT_OP_COPY)
+    return rt_err(TD_ERR_DTYPE, "%s_: result type %s can't be cast to the destination type %s",
+                  name, td_dtype_name(c.scalar_type), td_dtype_name(out->scalar_type));
+  if (!out->ptr) return rt_err(TD_ERR_STATE, "%s_: destination has no data", name);
+  bool grad = td_grad_enabled() && (out->flags & TD_TF_REQUIRES_GRAD || jit_grad_wants(&c));
+  if (grad && !out->rt_grad_fn && (out->flags & TD_TF_REQUIRES_GRAD))
+    return rt_err(TD_ERR_GRAD, "%s_: a leaf tensor that requires grad is used in an in-place operation "
+                  "(wrap the update in tide.no_grad)", name);
+  if (grad && out->rt_base)
+    return rt_err(TD_ERR_GRAD, "%s_: in-place update of a view of a tensor that requires grad is not "
+                  "supported; use an out-of-place op", name);
+  /* Elementwise kernels write through out's strides when no input overlaps it
+  ** at a different position; everything else goes through a temporary. */
+  bool direct = oi->kind == RT_K_EW && c.scalar_type == out->scalar_type;
+  for (int i = 0; direct && i < nin; i++)
+    if (in[i]->rt_storage == out->rt_storage && (in[i]->ptr != out->ptr || in[i]->ndim != out->ndim ||
+        memcmp(in[i]->strides, out->strides, out->ndim * sizeof(int64_t)) ||
+        memcmp(in[i]->sizes, out->sizes, out->ndim * sizeof(int64_t))))
+      direct = false;
+  td_tensor *saved_self = NULL;
+  if (grad && (saved_self = jit_grad_inplace_begin(out)) == NULL) return TD_ERR_NOMEM;
+  int rc;
+  if (direct) {
+    c.ndim = out->ndim; memcpy(c.sizes, out->sizes, sizeof c.sizes);
+    rc = oi->kern(&c, out);
+  } else {
+    td_tensor *tmp = NULL;
+    { int g = td_set_grad_enabled(0); tmp = td_op(op, nin, in, attrs); td_set_grad_enabled(g); }
+    rc = tmp ? 0 : TD_ERR_ARG;
+    if (tmp) {
+      RtCall cc = { .op = RT_OP_COPY, .nin = 1, .in = &tmp, .cdtype = tmp->scalar_type, .scalar_type = out->scalar_type,
+                    .ndim = out->ndim };
+      memcpy(cc.sizes, out->sizes, sizeof cc.sizes);
+      rc = rt_kern_ew(&cc, out);
+      td_release(c.aux); c.aux = NULL;
+      td_release(tmp);
+    }
+  }
+  td_release(c.aux);
+  if (rc) { td_release(saved_self); return rc; }
+  rt_bump_version(out);
+  if (grad) {
+    rc = jit_grad_record_inplace(&c, out, saved_self);
+    td_release(saved_self);
+  }
+  return rc;
+}
+
+TD_API td_tensor *td_op_number(int op, td_tensor *a, double v, int rev)
+{
+  if (!a) return rt_errp(TD_ERR_ARG, "bad argument #1 to '%s' (Tensor expected, got nil)", td_op_name(op));
+  td_tensor *s = td_wrap_number(v);
+  if (!s) return NULL;
+  td_tensor *in[2] = { rev ? s : a, rev ? a : s };
+  td_tensor *r = td_op(op, 2, in, NULL);
+  td_release(s);
+  return r;
+}
+
+/* -- Named wrappers ---------------------------------------------------------------------------- */
+
+static td_tensor *op1(int op, td_tensor *a) { return td_op(op, 1, &a, NULL); }
+static td_tensor *op2(int op, td_tensor *a, td_tensor *b) { td_tensor *in[2] = { a, b }; return td_op(op, 2, in, NULL); }
+
+TD_API td_tensor *td_add(td_tensor *a, td_tensor *b) { return op2(RT_OP_ADD, a, b); }
+TD_API td_tensor *td_sub(td_tensor *a, td_tensor *b) { return op2(RT_OP_SUB, a, b); }
+TD_API td_tensor *td_mul(td_tensor *a, td_tensor *b) { return op2(RT_OP_MUL, a, b); }
+TD_API td_tensor *td_div(td_tensor *a, td_tensor *b) { return op2(RT_OP_DIV, a, b); }
+TD_API td_tensor *td_matmul(td_tensor *a, td_tensor *b) { return op2(RT_OP_MATMUL, a, b); }
+TD_API td_tensor *td_neg(td_tensor *a) { return op1(RT_OP_NEG, a); }
+TD_API td_tensor *td_exp(td_tensor *a) { return op1(RT_OP_EXP, a); }
+TD_API td_tensor *td_log(td_tensor *a) { return op1(RT_OP_LOG, a); }
+TD_API td_tensor *td_contiguous(td_tensor *a)
+{
+  if (a && rt_tensor_is_contig(a)) { td_retain(a); return a; }
+  return op1(RT_OP_COPY, a);
+}
+
+static td_attrs dims_attrs(int n, const int64_t *d)
+{
+  td_attrs at = { .ndims = n, .dtype = -1 };
+  if (n > 0) memcpy(at.dims, d, (n > TD_MAX_DIMS ? TD_MAX_DIMS : n) * sizeof *d);
+  return at;
+}
+
+TD_API td_tensor *td_sum(td_tensor *a, int ndims, const int64_t *dims, int keepdim)
+{
+  if (ndims > TD_MAX_DIMS) return rt_errp(TD_ERR_ARG, "sum: too many dims (%d)", ndims);
+  td_attrs at = dims_attrs(ndims, dims); at.keepdim = keepdim;
+  return td_op(RT_OP_SUM, 1, &a, &at);
+}
+
+#define SHAPE_OP(fn, OP, what) \
+  TD_API td_tensor *fn(td_tensor *a, int n, const int64_t *s) { \
+    if (n < 0 || n > TD_MAX_DIMS) return rt_errp(TD_ERR_SHAPE, what ": %d dims requested, at most %d are supported", n, TD_MAX_DIMS); \
+    td_attrs at = dims_attrs(n, s); return td_op(OP, 1, &a, &at); }
+SHAPE_OP(td_view, RT_OP_VIEW, "view")
+SHAPE_OP(td_permute, RT_OP_PERMUTE, "permute")
+SHAPE_OP(td_expand, RT_OP_EXPAND, "expand")
+
+TD_API td_tensor *td_reshape(td_tensor *a, int n, const int64_t *s)
+{
+  td_tensor *v = td_view(a, n, s);
+  if (v || !a || rt_numel(n, s) < 0) return v;
+  /* not viewable with these strides: copy, then view (fails with the view's message if sizes mismatch) */
+  td_tensor *c = op1(RT_OP_COPY, a);
+  if (!c) return NULL;
+  v = td_view(c, n, s);
+  td_release(c);
+  return v;
+}
+
+TD_API td_tensor *td_cast(td_tensor *a, int dtype)
+{
+  if (a && a->scalar_type == dtype) { td_retain(a); return a; }
+  td_attrs at = { .ndims = -1, .dtype = dtype };
+  return td_op(RT_OP_CAST, 1, &a, &at);
+}
+
+/* Sum a broadcast gradient back to `size` (the reverse of expand). */
+TD_API td_tensor *td_sum_to(td_tensor *g, int ndim, const int64_t *size)
+{
+  if (g->ndim == ndim && !memcmp(g->sizes, size, ndim * sizeof *size)) { td_retain(g); return g; }
+  int lead = g->ndim - ndim;
+  if (lead < 0) return rt_errp(TD_ERR_SHAPE, "sum_to: cannot sum %s to %s", RT_SHAPE(g),
+                               rt_shape_str((char[160]){0}, 160, ndim, size));
+  td_attrs at = { .ndims = 0, .dtype = -1, .keepdim = 1 };
+  for (int i = 0; i < g->ndim; i++)
+    if (i < lead || (size[i - lead] == 1 && g->sizes[i] != 1)) at.dims[at.ndims++] = i;
+  td_tensor *s = at.ndims ? td_op(RT_OP_SUM, 1, &g, &at) : (td_retain(g), g);
+  if (!s) return NULL;
+  td_tensor *r = td_view(s, ndim, size);
+  td_release(s);
+  return r;
+}

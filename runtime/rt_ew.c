@@ -1,0 +1,314 @@
+/*
+** rt_ew.c -- elementwise ops: the broadcasting shape/dtype rule and the eager
+** kernels. A call is flattened to at most TD_MAX_DIMS coalesced dims; chunks of
+** the output's linear index range run on the thread pool, and each run along
+** the innermost dim calls a typed loop with unit-stride / scalar fast paths
+** that GCC vectorizes (libmvec supplies vector expf, logf, sinf, ...).
+*/
+#include "rt.h"
+#include <math.h>
+#include <string.h>
+
+/* Let the vectorizer call glibc's libmvec variants (glibc >= 2.35 has all of
+** these); -fno-math-errno is set for this file by the Makefile. */
+#define SIMD __attribute__((simd("notinbranch")))
+SIMD float expf(float); SIMD float logf(float); SIMD float sinf(float); SIMD float cosf(float);
+SIMD float tanf(float); SIMD float tanhf(float); SIMD float erff(float); SIMD float expm1f(float);
+SIMD float log1pf(float); SIMD float powf(float, float);
+SIMD double exp(double); SIMD double log(double); SIMD double sin(double); SIMD double cos(double);
+SIMD double tan(double); SIMD double tanh(double); SIMD double erf(double); SIMD double expm1(double);
+SIMD double log1p(double); SIMD double pow(double, double);
+
+#define EW_GRAIN 32768
+
+/* -- Meta ------------------------------------------------------------------------------------- */
+
+int rt_meta_ew(RtCall *c)
+{
+  const char *name = rt_op_lname(c->op);
+  if (c->op == RT_OP_CAST) {
+    if (c->attrs.dtype < 0 || c->attrs.dtype >= TD_DTYPE__MAX)
+      return rt_err(TD_ERR_DTYPE, "to: invalid dtype %d", c->attrs.dtype);
+    c->scalar_type = c->attrs.dtype;
+  }
+  if (c->op == RT_OP_COPY) c->scalar_type = c->in[0]->scalar_type;
+  if (c->op == RT_OP_WHERE && c->in[0]->scalar_type != TD_BOOL)
+    return rt_err(TD_ERR_DTYPE, "where: condition must be a bool tensor, got %s", td_dtype_name(c->in[0]->scalar_type));
+  if (c->op == RT_OP_CLAMP && !(c->attrs.flags & 6))
+    return rt_err(TD_ERR_ARG, "clamp: at least one of min and max must be given");
+  c->ndim = c->in[0]->ndim;
+  memcpy(c->sizes, c->in[0]->sizes, sizeof c->sizes);
+  for (int i = 1; i < c->nin; i++)
+    if (rt_broadcast(name, c->ndim, c->sizes, c->in[i]->ndim, c->in[i]->sizes, &c->ndim, c->sizes)) return TD_ERR_SHAPE;
+  return 0;
+}
+
+/* -- Typed inner loops --------------------------------------------------------------------------- */
+
+typedef void (*Loop1)(int64_t n, char *o, int64_t so, const char *a, int64_t sa, const td_attrs *at);
+typedef void (*Loop2)(int64_t n, char *o, int64_t so, const char *a, int64_t sa, const char *b, int64_t sb);
+
+/* unary: OT out type, T in type, expression of x */
+#define LOOP1(fn, OT, T, expr) \
+  static void fn(int64_t n, char *o_, int64_t so, const char *a_, int64_t sa, const td_attrs *at) { \
+    typedef T elem_t; OT *o = (OT *)o_; const T *a = (const T *)a_; (void)at; \
+    if (so == 1 && sa == 1) for (int64_t i = 0; i < n; i++) { T x = a[i]; o[i] = (OT)(expr); } \
+    else for (int64_t i = 0; i < n; i++) { T x = a[i * sa]; o[i * so] = (OT)(expr); } }
+
+#define LOOP2(fn, OT, T, expr) \
+  static void fn(int64_t n, char *o_, int64_t so, const char *a_, int64_t sa, const char *b_, int64_t sb) { \
+    OT *o = (OT *)o_; const T *a = (const T *)a_, *b = (const T *)b_; \
+    if (so == 1 && sa == 1 && sb == 1) for (int64_t i = 0; i < n; i++) { T x = a[i], y = b[i]; o[i] = (OT)(expr); } \
+    else if (so == 1 && sa == 1 && sb == 0) { T y = b[0]; for (int64_t i = 0; i < n; i++) { T x = a[i]; o[i] = (OT)(expr); } } \
+    else if (so == 1 && sa == 0 && sb == 1) { T x = a[0]; for (int64_t i = 0; i < n; i++) { T y = b[i]; o[i] = (OT)(expr); } } \
+    else for (int64_t i = 0; i < n; i++) { T x = a[i * sa], y = b[i * sb]; o[i * so] = (OT)(expr); } }
+
+/* Float unary ops: _(OP, float expr, double expr) */
+#define EW_FLOAT1(_) \
+  _(EXP, expf(x), exp(x)) \
+  _(LOG, logf(x), log(x)) \
+  _(LOG1P, log1pf(x), log1p(x)) \
+  _(EXPM1, expm1f(x), expm1(x)) \
+  _(SQRT, sqrtf(x), sqrt(x)) \
+  _(RSQRT, 1.0f / sqrtf(x), 1.0 / sqrt(x)) \
+  _(SIN, sinf(x), sin(x)) \
+  _(COS, cosf(x), cos(x)) \
+  _(TAN, tanf(x), tan(x)) \
+  _(TANH, tanhf(x), tanh(x)) \
+  _(SIGMOID, 1.0f / (1.0f + expf(-x)), 1.0 / (1.0 + exp(-x))) \
+  _(SILU, x / (1.0f + expf(-x)), x / (1.0 + exp(-x))) \
+  _(ERF, erff(x), erf(x)) \
+  _(GELU, 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2)), 0.5 * x * (1.0 + erf(x * M_SQRT1_2)))
+
+/* Unary ops on every numeric dtype: _(OP, expr for T) with float-specific forms where needed */
+#define EW_ANY1(_) \
+  _(NEG, -x) \
+  _(ABS, x < 0 ? -x : x) \
+  _(SIGN, (x > 0) - (x < 0)) \
+  _(RELU, x > 0 ? x : 0) \
+  _(CLAMP, ((at->flags & 2) && x < (elem_t)at->s[0]) ? (elem_t)at->s[0] : \
+           ((at->flags & 4) && x > (elem_t)at->s[1]) ? (elem_t)at->s[1] : x)
+
+/* Binary ops on every numeric dtype */
+#define EW_ANY2(_) \
+  _(ADD, x + y) \
+  _(SUB, x - y) \
+  _(MUL, x * y) \
+  _(MINIMUM, x < y ? x : (y < x ? y : (x != x ? x : y))) \
+  _(MAXIMUM, x > y ? x : (y > x ? y : (x != x ? x : y)))
+#define EW_CMP2(_) _(EQ, x == y) _(NE, x != y) _(LT, x < y) _(LE, x <= y) _(GT, x > y) _(GE, x >= y)
+
+#define NUMTYPES(M, OP, E) M(OP, u8, uint8_t, E) M(OP, i32, int32_t, E) M(OP, i64, int64_t, E) \
+                           M(OP, f32, float, E) M(OP, f64, double, E)
+
+#define DEF_F1(OP, ef, ed) LOOP1(l1_##OP##_f32, float, float, ef) LOOP1(l1_##OP##_f64, double, double, ed)
+EW_FLOAT1(DEF_F1)
+/* gelu, tanh approximation (attrs.flags & 1) */
+DEF_F1(GELU_TANH, 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))),
+       0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))))
+#define DEF_A1T(OP, sfx, T, E) LOOP1(l1_##OP##_##sfx, T, T, E)
+#define DEF_A1(OP, E) NUMTYPES(DEF_A1T, OP, E)
+EW_ANY1(DEF_A1)
+#define DEF_A2T(OP, sfx, T, E) LOOP2(l2_##OP##_##sfx, T, T, E)
+#define DEF_A2(OP, E) NUMTYPES(DEF_A2T, OP, E)
+EW_ANY2(DEF_A2)
+#define DEF_C2T(OP, sfx, T, E) LOOP2(l2_##OP##_##sfx, uint8_t, T, E)
+#define DEF_C2(OP, E) NUMTYPES(DEF_C2T, OP, E) DEF_C2T(OP, b, uint8_t, E)
+EW_CMP2(DEF_C2)
+/* floor/ceil/round: identity on integers; round is half-to-even (rint) */
+LOOP1(l1_FLOOR_f32, float, float, floorf(x)) LOOP1(l1_FLOOR_f64, double, double, floor(x))
+LOOP1(l1_CEIL_f32, float, float, ceilf(x)) LOOP1(l1_CEIL_f64, double, double, ceil(x))
+LOOP1(l1_ROUND_f32, float, float, rintf(x)) LOOP1(l1_ROUND_f64, double, double, rint(x))
+/* pow: float via libm; integers by squaring (negative exponents give 0 except for |x| = 1) */
+static inline int64_t ipow(int64_t x, int64_t y)
+{
+  if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
+  int64_t r = 1;
+  while (y) { if (y & 1) r *= x; x *= x; y >>= 1; }
+  return r;
+}
+LOOP2(l2_POW_f32, float, float, (y == 2.0f ? x * x : powf(x, y)))
+LOOP2(l2_POW_f64, double, double, (y == 2.0 ? x * x : pow(x, y)))
+LOOP2(l2_POW_u8, uint8_t, uint8_t, ipow(x, y))
+LOOP2(l2_POW_i32, int32_t, int32_t, ipow(x, y))
+LOOP2(l2_POW_i64, int64_t, int64_t, ipow(x, y))
+LOOP2(l2_DIV_f32, float, float, x / y)
+LOOP2(l2_DIV_f64, double, double, x / y)
+LOOP2(l2_AND_b, uint8_t, uint8_t, x && y)
+LOOP2(l2_OR_b, uint8_t, uint8_t, x || y)
+LOOP1(l1_NOT_b, uint8_t, uint8_t, !x)
+
+/* conversions: every (out, in) dtype pair; bool out is x != 0 */
+#define CASTTYPES(M, OSFX, OT) M(OSFX, OT, b, uint8_t) M(OSFX, OT, u8, uint8_t) M(OSFX, OT, i32, int32_t) \
+                               M(OSFX, OT, i64, int64_t) M(OSFX, OT, f32, float) M(OSFX, OT, f64, double)
+#define DEF_CAST(OSFX, OT, ISFX, IT) LOOP1(lc_##OSFX##_##ISFX, OT, IT, x)
+#define DEF_CASTB(OSFX, OT, ISFX, IT) LOOP1(lc_##OSFX##_##ISFX, OT, IT, x != 0)
+CASTTYPES(DEF_CASTB, b, uint8_t)
+CASTTYPES(DEF_CAST, u8, uint8_t) CASTTYPES(DEF_CAST, i32, int32_t) CASTTYPES(DEF_CAST, i64, int64_t)
+CASTTYPES(DEF_CAST, f32, float) CASTTYPES(DEF_CAST, f64, double)
+#define CASTROW(OSFX) { lc_##OSFX##_b, lc_##OSFX##_u8, lc_##OSFX##_i32, lc_##OSFX##_i64, lc_##OSFX##_f32, lc_##OSFX##_f64 }
+static const Loop1 cast_loops[TD_DTYPE__MAX][TD_DTYPE__MAX] = {   /* [out][in], ORDER DTYPE */
+  CASTROW(b), CASTROW(u8), CASTROW(i32), CASTROW(i64), CASTROW(f32), CASTROW(f64)
+};
+
+/* Loop tables by dtype (ORDER DTYPE: bool, uint8, int32, int64, float32, float64) */
+#define ROW_NUM1(OP) { NULL, l1_##OP##_u8, l1_##OP##_i32, l1_##OP##_i64, l1_##OP##_f32, l1_##OP##_f64 }
+#define ROW_FLT1(OP) { NULL, NULL, NULL, NULL, l1_##OP##_f32, l1_##OP##_f64 }
+#define ROW_NUM2(OP) { NULL, l2_##OP##_u8, l2_##OP##_i32, l2_##OP##_i64, l2_##OP##_f32, l2_##OP##_f64 }
+#define ROW_CMP2(OP) { l2_##OP##_b, l2_##OP##_u8, l2_##OP##_i32, l2_##OP##_i64, l2_##OP##_f32, l2_##OP##_f64 }
+
+static Loop1 loop1_for(int op, int dt, const td_attrs *at)
+{
+  switch (op) {
+#define CASE_ANY1(OP, E) case RT_OP_##OP: { static const Loop1 r[] = ROW_NUM1(OP); return r[dt]; }
+  EW_ANY1(CASE_ANY1)
+#define CASE_F1(OP, ef, ed) case RT_OP_##OP: { static const Loop1 r[] = ROW_FLT1(OP); \
+    if (RT_OP_##OP == RT_OP_GELU && (at->flags & 1)) { static const Loop1 rt[] = ROW_FLT1(GELU_TANH); return rt[dt]; } \
+    return r[dt]; }
+  EW_FLOAT1(CASE_F1)
+  case RT_OP_FLOOR: case RT_OP_CEIL: case RT_OP_ROUND:
+    if (!rt_is_float(dt)) return cast_loops[dt][dt];     /* identity copy */
+    { static const Loop1 f[] = ROW_FLT1(FLOOR), c[] = ROW_FLT1(CEIL), r[] = ROW_FLT1(ROUND);
+      return (op == RT_OP_FLOOR ? f : op == RT_OP_CEIL ? c : r)[dt]; }
+  case RT_OP_LOGICAL_NOT: return l1_NOT_b;
+  }
+  return NULL;
+}
+
+static Loop2 loop2_for(int op, int dt)
+{
+  if (dt == TD_BOOL) {   /* bool arithmetic is logic, as in PyTorch */
+    if (op == RT_OP_ADD || op == RT_OP_MAXIMUM || op == RT_OP_LOGICAL_OR) return l2_OR_b;
+    if (op == RT_OP_MUL || op == RT_OP_MINIMUM || op == RT_OP_LOGICAL_AND) return l2_AND_b;
+  }
+  switch (op) {
+#define CASE_ANY2(OP, E) case RT_OP_##OP: { static const Loop2 r[] = ROW_NUM2(OP); return r[dt]; }
+  EW_ANY2(CASE_ANY2)
+#define CASE_CMP2(OP, E) case RT_OP_##OP: { static const Loop2 r[] = ROW_CMP2(OP); return r[dt]; }
+  EW_CMP2(CASE_CMP2)
+  case RT_OP_POW: { static const Loop2 r[] = ROW_NUM2(POW); return r[dt]; }
+  case RT_OP_DIV: { static const Loop2 r[] = { NULL, NULL, NULL, NULL, l2_DIV_f32, l2_DIV_f64 }; return r[dt]; }
+  }
+  return NULL;
+}
+
+/* -- The strided iterator ------------------------------------------------------------------------ */
+
+#define EW_MAXOP 4   /* out + 3 inputs */
+
+typedef struct {
+  int nd, nop;
+  int64_t sizes[TD_MAX_DIMS];
+  int64_t strides[EW_MAXOP][TD_MAX_DIMS];  /* elements; 0 on broadcast dims */
+  char *ptr[EW_MAXOP];
+  int esize[EW_MAXOP];
+  const RtCall *c;
+  int kind;                                /* 1 unary, 2 binary, 3 where */
+  Loop1 l1; Loop2 l2;
+} EwIter;
+
+static void iter_init(EwIter *it, td_tensor *out, int nin, td_tensor *const *in)
+{
+  int nd = out->ndim;
+  it->nop = nin + 1;
+  it->ptr[0] = rt_ptr(out); it->esize[0] = rt_dtype_size(out->scalar_type);
+  int64_t st[EW_MAXOP][TD_MAX_DIMS], sz[TD_MAX_DIMS];
+  for (int d = 0; d < nd; d++) { sz[d] = out->sizes[d]; st[0][d] = out->strides[d]; }
+  for (int i = 0; i < nin; i++) {
+    const td_tensor *t = in[i];
+    it->ptr[i + 1] = rt_ptr(t); it->esize[i + 1] = rt_dtype_size(t->scalar_type);
+    for (int d = 0; d < nd; d++) {
+      int td = d - (nd - t->ndim);
+      st[i + 1][d] = (td < 0 || t->sizes[td] == 1) ? 0 : t->strides[td];
+    }
+  }
+  /* drop size-1 dims and merge d into d-1 when every operand is contiguous across them */
+  int m = 0;
+  for (int d = 0; d < nd; d++) {
+    if (sz[d] == 1) continue;
+    if (m > 0) {
+      bool merge = true;
+      for (int k = 0; k < it->nop && merge; k++) merge = st[k][d] * sz[d] == it->strides[k][m - 1];
+      if (merge) {
+        it->sizes[m - 1] *= sz[d];
+        for (int k = 0; k < it->nop; k++) it->strides[k][m - 1] = st[k][d];
+        continue;
+      }
+    }
+    it->sizes[m] = sz[d];
+    for (int k = 0; k < it->nop; k++) it->strides[k][m] = st[k][d];
+    m++;
+  }
+  if (m == 0) { it->sizes[0] = 1; for (int k = 0; k < it->nop; k++) it->strides[k][0] = 0; m = 1; }
+  it->nd = m;
+}
+
+static void where_loop(int64_t n, char *o, int64_t so, const char *c, int64_t sc, const char *a, int64_t sa,
+                       const char *b, int64_t sb, int es)
+{
+  for (int64_t i = 0; i < n; i++)
+    memcpy(o + i * so * es, c[i * sc] ? a + i * sa * es : b + i * sb * es, es);
+}
+
+static void iter_range(void *vit, int64_t begin, int64_t end)
+{
+  const EwIter *it = vit;
+  int nd = it->nd, last = nd - 1;
+  int64_t idx[TD_MAX_DIMS], rem = begin;
+  for (int d = last; d >= 0; d--) { idx[d] = rem % it->sizes[d]; rem /= it->sizes[d]; }
+  int64_t pos = begin;
+  while (pos < end) {
+    int64_t run = it->sizes[last] - idx[last];
+    if (run > end - pos) run = end - pos;
+    char *p[EW_MAXOP];
+    for (int k = 0; k < it->nop; k++) {
+      int64_t off = 0;
+      for (int d = 0; d < nd; d++) off += idx[d] * it->strides[k][d];
+      p[k] = it->ptr[k] + off * it->esize[k];
+    }
+    if (it->kind == 1) it->l1(run, p[0], it->strides[0][last], p[1], it->strides[1][last], &it->c->attrs);
+    else if (it->kind == 2) it->l2(run, p[0], it->strides[0][last], p[1], it->strides[1][last], p[2], it->strides[2][last]);
+    else where_loop(run, p[0], it->strides[0][last], p[1], it->strides[1][last], p[2], it->strides[2][last],
+                    p[3], it->strides[3][last], it->esize[0]);
+    pos += run;
+    idx[last] += run;
+    for (int d = last; d > 0 && idx[d] == it->sizes[d]; d--) { idx[d] = 0; idx[d - 1]++; }
+  }
+}
+
+/* -- The kernel ---------------------------------------------------------------------------------- */
+
+int rt_kern_ew(RtCall *c, td_tensor *out)
+{
+  const char *name = rt_op_lname(c->op);
+  int op = c->op, cd = c->cdtype, rc = 0;
+  td_tensor *in[3] = { 0 };
+  EwIter it;
+  memset(&it, 0, sizeof it);
+  it.c = c;
+  if (op == RT_OP_COPY || op == RT_OP_CAST) {
+    in[0] = c->in[0]; td_retain(in[0]);
+    it.kind = 1; it.l1 = cast_loops[out->scalar_type][in[0]->scalar_type];
+  } else if (op == RT_OP_WHERE) {
+    in[0] = c->in[0]; td_retain(in[0]);
+    in[1] = rt_as_dtype(c->in[1], out->scalar_type); in[2] = rt_as_dtype(c->in[2], out->scalar_type);
+    it.kind = 3;
+  } else if (op == RT_OP_LOGICAL_NOT || op == RT_OP_LOGICAL_AND || op == RT_OP_LOGICAL_OR) {
+    for (int i = 0; i < c->nin; i++) in[i] = rt_as_dtype(c->in[i], TD_BOOL);
+    it.kind = c->nin;
+    if (c->nin == 1) it.l1 = l1_NOT_b; else it.l2 = loop2_for(op, TD_BOOL);
+  } else {
+    for (int i = 0; i < c->nin; i++) in[i] = rt_as_dtype(c->in[i], cd);
+    it.kind = c->nin;
+    if (c->nin == 1) it.l1 = loop1_for(op, cd, &c->attrs); else it.l2 = loop2_for(op, cd);
+    if ((c->nin == 1 && !it.l1) || (c->nin == 2 && !it.l2))
+      rc = rt_err(TD_ERR_DTYPE, "%s: not supported for dtype %s", name, td_dtype_name(cd));
+  }
+  for (int i = 0; i < c->nin; i++) if (!in[i]) rc = TD_ERR_NOMEM;
+  if (!rc && out->nelem > 0) {
+    iter_init(&it, out, c->nin, in);
+    rt_parallel_for(out->nelem, EW_GRAIN, iter_range, &it);
+  }
+  for (int i = 0; i < c->nin; i++) td_release(in[i]);
+  return rc;
+}

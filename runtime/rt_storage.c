@@ -1,0 +1,112 @@
+/*
+** rt_storage.c -- reference-counted storage over a caching allocator.
+** Large blocks are kept on per-size-class free lists after release, so a
+** training loop that allocates the same temporaries every step reuses pages
+** that are already faulted in (what glibc's mmap threshold would otherwise
+** undo on every free). Live bytes are counted for the Lua GC pacer.
+*/
+#include "rt.h"
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+/* -- Live-bytes accounting ------------------------------------------------------- */
+
+static int64_t live_bytes;       /* atomically updated */
+static int64_t cached_bytes;
+
+void rt_live_add(int64_t d) { __atomic_add_fetch(&live_bytes, d, __ATOMIC_RELAXED); }
+TD_API int64_t td_live_bytes(void) { return __atomic_load_n(&live_bytes, __ATOMIC_RELAXED); }
+TD_API int64_t td_cached_bytes(void) { return __atomic_load_n(&cached_bytes, __ATOMIC_RELAXED); }
+
+/* -- Caching allocator ------------------------------------------------------------- */
+
+/* Size classes: 4 per power of two (2^k, 1.25, 1.5, 1.75 x 2^k) from 64 KiB up.
+** Smaller blocks go straight to aligned_alloc (glibc keeps those on its heap). */
+#define CACHE_MIN   ((size_t)1 << 16)
+#define NCLASS      (4 * 40)
+static size_t cache_limit = (size_t)4 << 30;   /* TIDE_CACHE_LIMIT bytes */
+static void **cache_head[NCLASS];
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int size_class(size_t n, size_t *rounded)
+{
+  int k = 63 - __builtin_clzll(n);               /* 2^k <= n */
+  size_t base = (size_t)1 << k, q = base >> 2;
+  int j = (int)((n - base + q - 1) / q);         /* 0..4 quarters above 2^k */
+  if (j == 4) { k++; j = 0; base <<= 1; q <<= 1; }
+  *rounded = base + (size_t)j * q;
+  return (k - 16) * 4 + j;
+}
+
+void *rt_alloc(size_t n)
+{
+  if (n == 0) n = 64;
+  if (n < CACHE_MIN) {
+    void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+    return p;
+  }
+  size_t r; int c = size_class(n, &r);
+  if (c >= NCLASS) return NULL;
+  pthread_mutex_lock(&cache_mu);
+  void **p = cache_head[c];
+  if (p) { cache_head[c] = (void **)*p; cached_bytes -= r; }
+  pthread_mutex_unlock(&cache_mu);
+  if (p) return p;
+  return aligned_alloc(64, r);
+}
+
+void rt_free(void *p, size_t n)
+{
+  if (!p) return;
+  if (n == 0) n = 64;
+  if (n < CACHE_MIN) { free(p); return; }
+  size_t r; int c = size_class(n, &r);
+  pthread_mutex_lock(&cache_mu);
+  if ((size_t)cached_bytes + r <= cache_limit) {
+    *(void **)p = cache_head[c]; cache_head[c] = p; cached_bytes += r; p = NULL;
+  }
+  pthread_mutex_unlock(&cache_mu);
+  free(p);
+}
+
+TD_API void td_empty_cache(void)
+{
+  pthread_mutex_lock(&cache_mu);
+  for (int c = 0; c < NCLASS; c++)
+    for (void **p = cache_head[c]; p; ) { void **nx = (void **)*p; free(p); p = nx; }
+  memset(cache_head, 0, sizeof cache_head);
+  cached_bytes = 0;
+  pthread_mutex_unlock(&cache_mu);
+}
+
+__attribute__((constructor)) static void storage_init(void)
+{
+  const char *s = getenv("TIDE_CACHE_LIMIT");
+  if (s && *s) cache_limit = (size_t)strtoull(s, NULL, 10);
+}
+
+/* -- Storage ------------------------------------------------------------------------ */
+
+RtStorage *rt_storage_new(size_t nbytes)
+{
+  RtStorage *s = malloc(sizeof *s);
+  void *p = s ? rt_alloc(nbytes) : NULL;
+  if (!p) {
+    free(s);
+    return rt_errp(TD_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+  }
+  s->refcount = 1; s->device_type = TD_CPU; s->version = 0; s->nbytes = nbytes; s->ptr = p;
+  rt_live_add((int64_t)nbytes);
+  return s;
+}
+
+void rt_storage_retain(RtStorage *s) { __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED); }
+
+void rt_storage_release(RtStorage *s)
+{
+  if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  rt_live_add(-(int64_t)s->nbytes);
+  rt_free(s->ptr, s->nbytes);
+  free(s);
+}

@@ -1,0 +1,228 @@
+/*
+** rt_tensor.c -- tensor headers: lifetime, views over storage, creation.
+** A tensor header owns one reference to its storage, its .grad, its grad_fn
+** node and (for views of grad-requiring tensors) its base.
+*/
+#include "rt.h"
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+void jit_node_release(struct RtNode *n);
+
+/* -- Lifetime ------------------------------------------------------------------------ */
+
+td_tensor *rt_tensor_alloc(void)
+{
+  td_tensor *t = calloc(1, sizeof *t);
+  if (!t) return rt_errp(TD_ERR_NOMEM, "out of memory allocating a tensor header");
+  t->refcount = 1;
+  rt_live_add(sizeof *t);
+  return t;
+}
+
+TD_API void td_retain(td_tensor *t) { if (t) __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED); }
+
+TD_API void td_release(td_tensor *t)
+{
+  if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  rt_storage_release(t->rt_storage);
+  td_release(t->rt_grad);
+  td_release(t->rt_base);
+  if (t->rt_grad_fn) jit_node_release(t->rt_grad_fn);
+  rt_live_add(-(int64_t)sizeof *t);
+  free(t);
+}
+
+/* -- Geometry -------------------------------------------------------------------------- */
+
+int64_t rt_numel(int ndim, const int64_t *size)
+{
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (size[i] < 0) return -1;
+    if (size[i] && n > INT64_MAX / size[i]) return -1;
+    n *= size[i];
+  }
+  return n;
+}
+
+void rt_tensor_contig_strides(int ndim, const int64_t *size, int64_t *stride)
+{
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) { stride[i] = s; s *= size[i] > 1 ? size[i] : 1; }
+}
+
+bool rt_tensor_is_contig(const td_tensor *t)
+{
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->sizes[i] == 1) continue;
+    if (t->strides[i] != s) return false;
+    s *= t->sizes[i];
+  }
+  return true;
+}
+
+TD_API int td_is_contiguous(const td_tensor *t) { return rt_tensor_is_contig(t); }
+
+static int check_shape(const char *op, int ndim, const int64_t *size, int64_t *numel)
+{
+  if (ndim < 0 || ndim > TD_MAX_DIMS)
+    return rt_err(TD_ERR_SHAPE, "%s: %d dims requested, at most %d are supported", op, ndim, TD_MAX_DIMS);
+  for (int i = 0; i < ndim; i++)
+    if (size[i] < 0)
+      return rt_err(TD_ERR_SHAPE, "%s: negative size %lld in shape %s", op,
+                    (long long)size[i], rt_shape_str((char[160]){0}, 160, ndim, size));
+  *numel = rt_numel(ndim, size);
+  if (*numel < 0 || *numel > ((int64_t)1 << 56))
+    return rt_err(TD_ERR_NOMEM, "%s: shape %s is too large", op,
+                  rt_shape_str((char[160]){0}, 160, ndim, size));
+  return 0;
+}
+
+td_tensor *rt_tensor_new(int ndim, const int64_t *size, int dtype)
+{
+  int64_t n;
+  if (dtype < 0 || dtype >= TD_DTYPE__MAX) return rt_errp(TD_ERR_DTYPE, "empty: invalid dtype %d", dtype);
+  if (check_shape("empty", ndim, size, &n)) return NULL;
+  size_t nbytes = (size_t)n * rt_dtype_size(dtype);
+  if (nbytes / rt_dtype_size(dtype) != (size_t)n)
+    return rt_errp(TD_ERR_NOMEM, "empty: %lld elements overflow the address space", (long long)n);
+  RtStorage *s = rt_storage_new(nbytes);
+  if (!s) {
+    return rt_errp(TD_ERR_NOMEM, "empty: out of memory allocating %zu bytes for shape %s",
+                   nbytes, rt_shape_str((char[160]){0}, 160, ndim, size));
+  }
+  td_tensor *t = rt_tensor_alloc();
+  if (!t) { rt_storage_release(s); return NULL; }
+  t->ndim = ndim; t->scalar_type = dtype; t->device_type = TD_CPU;
+  memcpy(t->sizes, size, ndim * sizeof *size);
+  rt_tensor_contig_strides(ndim, size, t->strides);
+  t->nelem = n; t->rt_storage = s; t->ptr = s->ptr;
+  return t;
+}
+
+td_tensor *rt_tensor_alias(td_tensor *src, int ndim, const int64_t *size,
+                           const int64_t *stride, int64_t offset)
+{
+  td_tensor *t = rt_tensor_alloc();
+  if (!t) return NULL;
+  t->ndim = ndim; t->scalar_type = src->scalar_type; t->device_type = src->device_type;
+  memcpy(t->sizes, size, ndim * sizeof *size);
+  memcpy(t->strides, stride, ndim * sizeof *stride);
+  t->offset = offset; t->nelem = rt_numel(ndim, size);
+  t->rt_storage = src->rt_storage;
+  if (t->rt_storage) {
+    rt_storage_retain(t->rt_storage);
+    t->ptr = (char *)t->rt_storage->ptr + offset * rt_dtype_size(t->scalar_type);
+  }
+  return t;
+}
+
+/* -- Creation ------------------------------------------------------------------------------ */
+
+TD_API td_tensor *td_empty(int ndim, const int64_t *size, int dtype) { return rt_tensor_new(ndim, size, dtype); }
+
+static void fill(td_tensor *t, double v)
+{
+  char *p = rt_ptr(t);
+  switch (t->scalar_type) {
+#define DT_FILL(E, name, ctype, sz, cat) case TD_##E: { \
+    ctype x; if (TD_##E == TD_BOOL) x = v != 0; else x = (ctype)v; \
+    for (int64_t i = 0; i < t->nelem; i++) ((ctype *)p)[i] = x; } break;
+  RT_DTYPEDEF(DT_FILL)
+#undef DT_FILL
+  }
+}
+
+TD_API td_tensor *td_full(int ndim, const int64_t *size, double v, int dtype)
+{
+  td_tensor *t = rt_tensor_new(ndim, size, dtype);
+  if (t) fill(t, v);
+  return t;
+}
+
+TD_API td_tensor *td_from_buffer(int ndim, const int64_t *size, int dtype, const void *src)
+{
+  td_tensor *t = rt_tensor_new(ndim, size, dtype);
+  if (t && t->nelem) memcpy(t->ptr, src, (size_t)t->nelem * rt_dtype_size(dtype));
+  return t;
+}
+
+TD_API td_tensor *td_scalar(double v, int dtype) { return td_full(0, NULL, v, dtype); }
+
+/* A Lua number: integral values are int64 scalars, others float64 scalars;
+** both promote as "wrapped numbers" (they never widen a tensor's dtype). */
+TD_API td_tensor *td_wrap_number(double v)
+{
+  int dt = (v == floor(v) && fabs(v) < 9.007199254740992e15) ? TD_INT64 : TD_FLOAT64;
+  td_tensor *t = td_full(0, NULL, v, dt);
+  if (t) t->flags |= TD_TF_WRAPPED_NUMBER;
+  return t;
+}
+
+TD_API td_tensor *td_arange(double start, double stop, double step, int dtype)
+{
+  if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step))
+    return rt_errp(TD_ERR_ARG, "arange: invalid range start=%g stop=%g step=%g", start, stop, step);
+  double nd = ceil((stop - start) / step);
+  int64_t n = nd > 0 ? (int64_t)nd : 0;
+  td_tensor *t = rt_tensor_new(1, &n, dtype);
+  if (!t) return NULL;
+  int sz = rt_dtype_size(dtype);
+  for (int64_t i = 0; i < n; i++) rt_store(rt_ptr(t) + i * sz, dtype, start + (double)i * step);
+  return t;
+}
+
+TD_API td_tensor *td_linspace(double a, double b, int64_t n, int dtype)
+{
+  if (n < 0) return rt_errp(TD_ERR_ARG, "linspace: steps must be non-negative, got %lld", (long long)n);
+  td_tensor *t = rt_tensor_new(1, &n, dtype);
+  if (!t) return NULL;
+  int sz = rt_dtype_size(dtype);
+  double step = n > 1 ? (b - a) / (double)(n - 1) : 0;
+  /* PyTorch fills the second half from the end so that the last value is exactly b */
+  for (int64_t i = 0; i < n; i++)
+    rt_store(rt_ptr(t) + i * sz, dtype, i < n / 2 ? a + step * (double)i : b - step * (double)(n - 1 - i));
+  return t;
+}
+
+TD_API td_tensor *td_eye(int64_t n, int64_t m, int dtype)
+{
+  if (m < 0) m = n;
+  if (n < 0) return rt_errp(TD_ERR_ARG, "eye: n must be non-negative, got %lld", (long long)n);
+  td_tensor *t = td_full(2, (int64_t[]){ n, m }, 0, dtype);
+  if (!t) return NULL;
+  int sz = rt_dtype_size(dtype);
+  for (int64_t i = 0; i < n && i < m; i++) rt_store(rt_ptr(t) + (i * m + i) * sz, dtype, 1);
+  return t;
+}
+
+/* -- Reading ----------------------------------------------------------------------------------- */
+
+/* Visit the elements of t in row-major order. */
+static void read_rec(const td_tensor *t, int d, const char *p, double **dst)
+{
+  int sz = rt_dtype_size(t->scalar_type);
+  if (d == t->ndim) { *(*dst)++ = rt_load(p, t->scalar_type); return; }
+  for (int64_t i = 0; i < t->sizes[d]; i++) read_rec(t, d + 1, p + i * t->strides[d] * sz, dst);
+}
+
+TD_API int td_read(const td_tensor *t, double *dst)
+{
+  if (!t->ptr) return rt_err(TD_ERR_STATE, "read: tensor has no data (traced tensor)");
+  if (t->nelem == 0) return 0;
+  read_rec(t, 0, rt_ptr(t), &dst);
+  return 0;
+}
+
+TD_API int td_item(const td_tensor *t, double *out)
+{
+  if (t->nelem != 1)
+    return rt_err(TD_ERR_SHAPE, "item: a tensor with %lld elements cannot be converted to a number",
+                  (long long)t->nelem);
+  if (!t->ptr) return rt_err(TD_ERR_STATE, "item: tensor has no data (traced tensor)");
+  *out = rt_load(t->ptr, t->scalar_type);
+  return 0;
+}

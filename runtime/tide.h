@@ -1,0 +1,170 @@
+/*
+** tide.h -- the one public C API of tide: tensors, ops, autograd, RNG, memory.
+** Usable from C with no Lua at all; the Lua layer reads this same file through
+** the LuaJIT FFI (the build preprocesses it with -DTD_CDEF into build/tide_cdef.lua).
+** Conventions: 0-based dims; functions returning td_tensor* give a new (+1)
+** reference or NULL with a message in td_last_error(); int functions return
+** 0 or a negative TD_ERR_* code.
+*/
+#ifndef TIDE_H
+#define TIDE_H
+
+#ifndef TD_CDEF
+#include <stdint.h>
+#include <stddef.h>
+#define TD_API __attribute__((visibility("default")))
+#else
+#define TD_API
+#endif
+
+#define TD_MAX_DIMS 8
+
+/* -- Dtypes ------------------------------------------------------------- */
+
+/* ORDER DTYPE: rt_dtype.c keeps the per-dtype table in this order. */
+typedef enum td_dtype {
+  TD_BOOL = 0, TD_UINT8, TD_INT32, TD_INT64, TD_FLOAT32, TD_FLOAT64, TD_DTYPE__MAX
+} td_dtype;
+
+typedef enum td_device { TD_CPU = 0, TD_OPENCL = 1 } td_device;
+
+/* -- Errors --------------------------------------------------------------- */
+
+enum {
+  TD_OK = 0, TD_ERR_ARG = -1, TD_ERR_SHAPE = -2, TD_ERR_DTYPE = -3,
+  TD_ERR_INDEX = -4, TD_ERR_NOMEM = -5, TD_ERR_GRAD = -6, TD_ERR_STATE = -7,
+  TD_ERR_IO = -8, TD_ERR_DEVICE = -9
+};
+
+/* -- Tensors -------------------------------------------------------------- */
+
+struct RtStorage;
+struct RtNode;
+
+/* A tensor is a strided view of a storage. The fields up to `ptr` are
+** read-only for users (the Lua layer reads them directly); the rest is
+** the runtime's. Strides and offset count elements, not bytes. */
+typedef struct td_tensor {
+  int32_t ndim;
+  int32_t scalar_type;           /* td_dtype */
+  int32_t device_type;           /* td_device */
+  int32_t flags;                 /* TD_TF_* */
+  int64_t sizes[TD_MAX_DIMS];
+  int64_t strides[TD_MAX_DIMS];
+  int64_t offset;
+  int64_t nelem;
+  void *ptr;                     /* storage base + offset*itemsize, or NULL (traced) */
+  /* runtime-private below (names keep clear of the Lua methods) */
+  int32_t refcount;
+  int32_t rt_pad;
+  struct RtStorage *rt_storage;
+  struct td_tensor *rt_grad;     /* accumulated gradient (leaves), or NULL */
+  struct RtNode *rt_grad_fn;     /* node that produced it (non-leaf), or NULL */
+  struct td_tensor *rt_base;     /* for views of tensors that require grad */
+} td_tensor;
+
+enum {
+  TD_TF_REQUIRES_GRAD = 1,       /* autograd tracks this tensor */
+  TD_TF_WRAPPED_NUMBER = 2,      /* a Lua/C number turned into a 0-dim tensor */
+  TD_TF_RETAIN_GRAD = 4          /* non-leaf keeps its .grad */
+};
+
+/* Op attributes: one struct for every op; each op reads the fields it needs. */
+typedef struct td_attrs {
+  double s[2];                   /* scalars: clamp lo/hi, norm p, ... */
+  int64_t dims[TD_MAX_DIMS];     /* dims (reductions, permute) or a shape (view, expand) */
+  int32_t ndims;                 /* number of entries in dims; -1 = all dims */
+  int32_t keepdim;
+  int32_t dtype;                 /* target dtype (cast), or -1 */
+  int32_t flags;                 /* op-specific: gelu tanh form, var unbiased, clamp sides */
+  int64_t i[4];                  /* ints: dim, start, stop, step, index */
+} td_attrs;
+
+/* -- Errors, memory, threads, RNG ----------------------------------------- */
+
+TD_API const char *td_last_error(void);
+TD_API int64_t td_live_bytes(void);      /* bytes held by live storages and tensors */
+TD_API int64_t td_cached_bytes(void);    /* bytes kept by the caching allocator */
+TD_API void td_empty_cache(void);
+TD_API int td_set_num_threads(int n);
+TD_API int td_get_num_threads(void);
+TD_API void td_manual_seed(uint64_t seed);
+TD_API void td_rng_get_state(uint64_t *seed, uint64_t *offset);
+TD_API void td_rng_set_state(uint64_t seed, uint64_t offset);
+
+/* -- Tensor lifetime and creation ----------------------------------------- */
+
+TD_API void td_retain(td_tensor *t);
+TD_API void td_release(td_tensor *t);
+TD_API td_tensor *td_empty(int ndim, const int64_t *size, int dtype);
+TD_API td_tensor *td_full(int ndim, const int64_t *size, double value, int dtype);
+TD_API td_tensor *td_from_buffer(int ndim, const int64_t *size, int dtype, const void *src);
+TD_API td_tensor *td_scalar(double value, int dtype);      /* 0-dim tensor */
+TD_API td_tensor *td_wrap_number(double value);           /* 0-dim, promotes like a scalar */
+TD_API td_tensor *td_arange(double start, double stop, double step, int dtype);
+TD_API td_tensor *td_linspace(double start, double stop, int64_t n, int dtype);
+TD_API td_tensor *td_eye(int64_t n, int64_t m, int dtype);
+TD_API td_tensor *td_rand(int ndim, const int64_t *size, int dtype);
+TD_API td_tensor *td_randn(int ndim, const int64_t *size, int dtype);
+TD_API td_tensor *td_randint(int64_t lo, int64_t hi, int ndim, const int64_t *size, int dtype);
+TD_API int td_item(const td_tensor *t, double *out);       /* error if numel != 1 */
+TD_API int td_read(const td_tensor *t, double *dst);       /* all elements, row-major */
+TD_API int td_is_contiguous(const td_tensor *t);
+TD_API const char *td_dtype_name(int dtype);
+TD_API int td_dtype_size(int dtype);
+TD_API int td_result_type(const td_tensor *a, const td_tensor *b);
+
+/* -- The dispatcher --------------------------------------------------------- */
+
+/* Every op, by its op-table id: check, infer, record for autograd, run. */
+TD_API td_tensor *td_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs);
+/* Same, writing into `out` in place (out's shape must be the result's). */
+TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attrs, td_tensor *out);
+TD_API int td_op_count(void);
+TD_API const char *td_op_name(int op);
+TD_API int td_op_arity(int op);
+TD_API int td_op_kind(int op);
+
+/* Binary op with a number operand (rev: number is the left operand). */
+TD_API td_tensor *td_op_number(int op, td_tensor *a, double v, int rev);
+
+/* -- Named ops (thin wrappers over td_op) ------------------------------------ */
+
+TD_API td_tensor *td_add(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_sub(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_mul(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_div(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_neg(td_tensor *a);
+TD_API td_tensor *td_exp(td_tensor *a);
+TD_API td_tensor *td_log(td_tensor *a);
+TD_API td_tensor *td_matmul(td_tensor *a, td_tensor *b);
+TD_API td_tensor *td_sum(td_tensor *a, int ndims, const int64_t *dims, int keepdim);
+TD_API td_tensor *td_view(td_tensor *a, int ndim, const int64_t *size);
+TD_API td_tensor *td_reshape(td_tensor *a, int ndim, const int64_t *size);
+TD_API td_tensor *td_permute(td_tensor *a, int ndim, const int64_t *perm);
+TD_API td_tensor *td_expand(td_tensor *a, int ndim, const int64_t *size);
+TD_API td_tensor *td_contiguous(td_tensor *a);
+TD_API td_tensor *td_cast(td_tensor *a, int dtype);
+TD_API td_tensor *td_sum_to(td_tensor *a, int ndim, const int64_t *size);
+
+/* -- Autograd ----------------------------------------------------------------- */
+
+TD_API int td_set_requires_grad(td_tensor *t, int on);
+TD_API int td_requires_grad(const td_tensor *t);
+TD_API int td_is_leaf(const td_tensor *t);
+TD_API td_tensor *td_grad(td_tensor *t);                  /* +1 ref or NULL (no error) */
+TD_API int td_set_grad(td_tensor *t, td_tensor *g);       /* g may be NULL */
+TD_API int td_retain_grad(td_tensor *t);
+TD_API td_tensor *td_detach(td_tensor *t);
+TD_API const char *td_grad_fn_name(const td_tensor *t);   /* NULL for leaves */
+TD_API int td_grad_enabled(void);
+TD_API int td_set_grad_enabled(int on);                   /* returns the previous mode */
+/* Backpropagate from outputs[k] seeded with grads[k] (NULL: ones for a scalar).
+** inputs == NULL: accumulate into leaves' .grad. Otherwise write d out/d inputs[j]
+** into results[j] (+1 ref, or NULL when unreachable) and leave .grad alone. */
+TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *grads,
+                       int nin, td_tensor *const *inputs, td_tensor **results,
+                       int retain_graph, int create_graph);
+TD_API uint64_t td_version(const td_tensor *t);
+
+#endif
