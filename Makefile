@@ -1,5 +1,5 @@
 # tide -- build, test, bench, install.
-#   make            build build/libtide.so, build/libtide.a and the FFI cdef
+#   make            build $(B)/libtide.so, $(B)/libtide.a and the FFI cdef
 #   make test       install missing Debian packages, build, run the busted specs
 #   make example    install, build, run the main example
 #   make bench      run the benchmarks (bench/README in bench/RESULTS.md)
@@ -12,27 +12,29 @@ BLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
 LIBS    := -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lmvec -lm -lpthread
 LUAJIT  ?= luajit
 
+B ?= build    # build dir; the Lua side finds it through TIDE_BUILD when not ./build
+
 SRC := $(wildcard runtime/*.c) $(wildcard jit/*.c)
-OBJ := $(patsubst %.c,build/obj/%.o,$(SRC))
+OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRC))
 HDR := $(wildcard runtime/*.h) $(wildcard jit/*.h)
 
-all: build/libtide.so build/libtide.a build/tide_cdef.lua
+all: $(B)/libtide.so $(B)/libtide.a $(B)/tide_cdef.lua
 
-build/obj/%.o: %.c $(HDR)
+$(B)/obj/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BLAS_INC) -c $< -o $@
 
 # elementwise kernels: no errno from libm so calls vectorize through libmvec
-build/obj/runtime/rt_ew.o: CFLAGS += -fno-math-errno -fno-trapping-math
+$(B)/obj/runtime/rt_ew.o: CFLAGS += -fno-math-errno -fno-trapping-math
 
-build/libtide.so: $(OBJ)
+$(B)/libtide.so: $(OBJ)
 	$(CC) -shared -o $@ $(OBJ) $(LIBS)
 
-build/libtide.a: $(OBJ)
+$(B)/libtide.a: $(OBJ)
 	ar rcs $@ $(OBJ)
 
 # the FFI declarations are the public header, preprocessed (never retyped)
-build/tide_cdef.lua: runtime/tide.h
+$(B)/tide_cdef.lua: runtime/tide.h
 	@mkdir -p build
 	{ echo 'return [==['; $(CC) -E -P -DTD_CDEF runtime/tide.h; echo ']==]'; } > $@
 
@@ -49,7 +51,7 @@ bench: deps all
 	@sh bench/run.sh
 
 clean:
-	rm -rf build
+	rm -rf $(B)
 
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25

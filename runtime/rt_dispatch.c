@@ -136,8 +136,8 @@ static td_tensor *call_run(RtCall *c)
     out = rt_tensor_new(c->ndim, c->sizes, c->scalar_type);
     if (!out) return NULL;
   }
-  if (oi->kern(c, out)) { td_release(out); td_release(c->aux); return NULL; }
-  if (jit_grad_wants(c) && jit_grad_record(c, out)) { td_release(out); td_release(c->aux); return NULL; }
+  if (oi->kern(c, out)) { td_release(out); return NULL; }
+  if (jit_grad_wants(c) && jit_grad_record(c, out)) { td_release(out); return NULL; }
   return out;
 }
 
@@ -145,7 +145,19 @@ TD_API td_tensor *td_op(int op, int nin, td_tensor *const *in, const td_attrs *a
 {
   RtCall c;
   if (call_prepare(&c, op, nin, in, attrs)) return NULL;
-  return call_run(&c);
+  td_tensor *out = call_run(&c);
+  td_release(c.aux);
+  return out;
+}
+
+TD_API td_tensor *td_op_aux(int op, int nin, td_tensor *const *in, const td_attrs *attrs, td_tensor **aux)
+{
+  RtCall c;
+  *aux = NULL;
+  if (call_prepare(&c, op, nin, in, attrs)) return NULL;
+  td_tensor *out = call_run(&c);
+  if (out) *aux = c.aux; else td_release(c.aux);
+  return out;
 }
 
 td_tensor *rt_call_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs)

@@ -83,7 +83,7 @@ static int check_shape(const char *op, int ndim, const int64_t *size, int64_t *n
 
 td_tensor *rt_tensor_new(int ndim, const int64_t *size, int dtype)
 {
-  int64_t n;
+  int64_t n = 0;
   if (dtype < 0 || dtype >= TD_DTYPE__MAX) return rt_errp(TD_ERR_DTYPE, "empty: invalid dtype %d", dtype);
   if (check_shape("empty", ndim, size, &n)) return NULL;
   size_t nbytes = (size_t)n * rt_dtype_size(dtype);
@@ -147,6 +147,15 @@ TD_API td_tensor *td_from_buffer(int ndim, const int64_t *size, int dtype, const
 {
   td_tensor *t = rt_tensor_new(ndim, size, dtype);
   if (t && t->nelem) memcpy(t->ptr, src, (size_t)t->nelem * rt_dtype_size(dtype));
+  return t;
+}
+
+TD_API td_tensor *td_from_doubles(int ndim, const int64_t *size, int dtype, const double *src)
+{
+  td_tensor *t = rt_tensor_new(ndim, size, dtype);
+  if (!t) return NULL;
+  int sz = rt_dtype_size(dtype);
+  for (int64_t i = 0; i < t->nelem; i++) rt_store(rt_ptr(t) + i * sz, dtype, src[i]);
   return t;
 }
 

@@ -42,8 +42,14 @@ struct RtStorage;
 struct RtNode;
 
 /* A tensor is a strided view of a storage. The fields up to `ptr` are
-** read-only for users (the Lua layer reads them directly); the rest is
-** the runtime's. Strides and offset count elements, not bytes. */
+** read-only for users; the rest is the runtime's. Strides and offset count
+** elements, not bytes. The FFI sees td_tensor as opaque (so that `x + 1` in
+** Lua reaches the __add metamethod instead of pointer arithmetic) and reads
+** the fields through a cast to td_tensor_fields. */
+#ifdef TD_CDEF
+typedef struct td_tensor td_tensor;
+#define td_tensor td_tensor_fields
+#endif
 typedef struct td_tensor {
   int32_t ndim;
   int32_t scalar_type;           /* td_dtype */
@@ -62,6 +68,9 @@ typedef struct td_tensor {
   struct RtNode *rt_grad_fn;     /* node that produced it (non-leaf), or NULL */
   struct td_tensor *rt_base;     /* for views of tensors that require grad */
 } td_tensor;
+#ifdef TD_CDEF
+#undef td_tensor
+#endif
 
 enum {
   TD_TF_REQUIRES_GRAD = 1,       /* autograd tracks this tensor */
@@ -99,6 +108,7 @@ TD_API void td_release(td_tensor *t);
 TD_API td_tensor *td_empty(int ndim, const int64_t *size, int dtype);
 TD_API td_tensor *td_full(int ndim, const int64_t *size, double value, int dtype);
 TD_API td_tensor *td_from_buffer(int ndim, const int64_t *size, int dtype, const void *src);
+TD_API td_tensor *td_from_doubles(int ndim, const int64_t *size, int dtype, const double *src);
 TD_API td_tensor *td_scalar(double value, int dtype);      /* 0-dim tensor */
 TD_API td_tensor *td_wrap_number(double value);           /* 0-dim, promotes like a scalar */
 TD_API td_tensor *td_arange(double start, double stop, double step, int dtype);
@@ -118,6 +128,8 @@ TD_API int td_result_type(const td_tensor *a, const td_tensor *b);
 
 /* Every op, by its op-table id: check, infer, record for autograd, run. */
 TD_API td_tensor *td_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs);
+/* Same, also returning the op's second result (max/min indices; NULL if none). */
+TD_API td_tensor *td_op_aux(int op, int nin, td_tensor *const *in, const td_attrs *attrs, td_tensor **aux);
 /* Same, writing into `out` in place (out's shape must be the result's). */
 TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attrs, td_tensor *out);
 TD_API int td_op_count(void);

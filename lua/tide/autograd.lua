@@ -1,0 +1,159 @@
+--[[
+tide.autograd -- backward, grad, grad-mode scopes and gradcheck. The engine
+and every derivative rule are in C (jit/jit_autograd.c, jit/jit_grad.c);
+this module marshals tables of tensors across the FFI.
+--]]
+local core = require "tide.core"
+local tensor = require "tide.tensor"
+local ffi, C = core.ffi, core.C
+local is_tensor, check = core.is_tensor, core.check
+local T = tensor.Tensor
+
+local A = {}
+
+local function list_of(x, fname, n)
+  if is_tensor(x) then return { x } end
+  if type(x) ~= "table" then tensor.argerr(n, fname, "Tensor or table of Tensors", x, 3) end
+  for i = 1, #x do if not is_tensor(x[i]) then tensor.argerr(n, fname, "table of Tensors", x[i], 3) end end
+  return x
+end
+
+local function ptrs(list)
+  local p = ffi.new("td_tensor *[?]", math.max(#list, 1))
+  for i = 1, #list do p[i - 1] = list[i].p end
+  return p
+end
+
+-- x:backward([grad], {retain_graph=false, create_graph=false})
+function T.backward(x, grad, opts)
+  tensor.targ(x, 1, "backward")
+  if type(grad) == "table" and not is_tensor(grad) then opts, grad = grad, nil end
+  opts = opts or {}
+  local outs, gs = ffi.new("td_tensor *[1]", x.p), nil
+  if grad ~= nil then
+    if type(grad) == "number" then grad = require("tide").full_like(x, grad) end
+    tensor.targ(grad, 2, "backward")
+    gs = ffi.new("td_tensor *[1]", grad.p)
+  end
+  local retain = opts.retain_graph
+  if retain == nil then retain = opts.create_graph end
+  check(C.td_backward(1, outs, gs, 0, nil, nil, retain and 1 or 0, opts.create_graph and 1 or 0))
+end
+
+-- tide.autograd.backward(tensors, grads, opts)
+function A.backward(outputs, grads, opts)
+  outputs = list_of(outputs, "backward", 1)
+  opts = opts or {}
+  local gp = nil
+  if grads ~= nil then grads = list_of(grads, "backward", 2); gp = ptrs(grads) end
+  local retain = opts.retain_graph
+  if retain == nil then retain = opts.create_graph end
+  check(C.td_backward(#outputs, ptrs(outputs), gp, 0, nil, nil, retain and 1 or 0, opts.create_graph and 1 or 0))
+end
+
+-- tide.autograd.grad(outputs, inputs, {grad_outputs=, retain_graph=, create_graph=, allow_unused=})
+-- returns a table of gradients, one per input (nil where unused and allow_unused)
+function A.grad(outputs, inputs, opts)
+  outputs = list_of(outputs, "grad", 1)
+  inputs = list_of(inputs, "grad", 2)
+  opts = opts or {}
+  local gp = nil
+  if opts.grad_outputs then gp = ptrs(list_of(opts.grad_outputs, "grad", 3)) end
+  local res = ffi.new("td_tensor *[?]", #inputs)
+  local retain = opts.retain_graph
+  if retain == nil then retain = opts.create_graph end
+  check(C.td_backward(#outputs, ptrs(outputs), gp, #inputs, ptrs(inputs), res,
+    retain and 1 or 0, opts.create_graph and 1 or 0))
+  local out = {}
+  for i = 1, #inputs do
+    if res[i - 1] == nil then
+      if not opts.allow_unused then
+        error(("grad: input %d was not used in the graph (pass allow_unused=true)"):format(i), 2)
+      end
+    else
+      out[i] = core.Handle(res[i - 1])
+    end
+  end
+  return out
+end
+
+-- Run fn(...) with grad mode set, restoring the previous mode even on error.
+local function with_mode(on, fn, ...)
+  local prev = C.td_set_grad_enabled(on and 1 or 0)
+  local r = { pcall(fn, ...) }
+  C.td_set_grad_enabled(prev)
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2, table.maxn(r))
+end
+function A.no_grad(fn, ...) return with_mode(false, fn, ...) end
+function A.enable_grad(fn, ...) return with_mode(true, fn, ...) end
+function A.set_grad_enabled(on) return C.td_set_grad_enabled(on and 1 or 0) ~= 0 end
+function A.is_grad_enabled() return C.td_grad_enabled() ~= 0 end
+
+-- -- gradcheck --------------------------------------------------------------------------------
+
+-- Compare analytical gradients of sum(fn(inputs...) * w) for a random w with
+-- float64 central differences. Inputs that require grad are perturbed.
+-- opts: eps=1e-6, atol=1e-5, rtol=1e-3, raise=true. Returns true or false, msg.
+function A.gradcheck(fn, inputs, opts)
+  opts = opts or {}
+  local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
+  if is_tensor(inputs) then inputs = { inputs } end
+  local wrt = {}
+  for i, x in ipairs(inputs) do
+    if is_tensor(x) and x.requires_grad then
+      if x.scalar_type ~= 5 then error(("gradcheck: input %d must be float64, got %s"):format(i, tostring(x.dtype)), 2) end
+      wrt[#wrt + 1] = i
+    end
+  end
+  if #wrt == 0 then error("gradcheck: no input requires grad", 2) end
+  local function outputs()
+    local r = { fn(unpack(inputs, 1, table.maxn(inputs))) }
+    for i = 1, #r do if not is_tensor(r[i]) then error("gradcheck: fn must return tensors", 3) end end
+    return r
+  end
+  local outs = outputs()
+  -- random projection weights so one backward checks the whole Jacobian-vector product
+  local w = {}
+  for i, o in ipairs(outs) do w[i] = require("tide").randn(o:size(), { dtype = "float64" }) end
+  local function objective(rs)
+    local s = 0
+    for i, o in ipairs(rs) do
+      if o.scalar_type >= 4 then s = s + (o:detach():double() * w[i]):sum():item() end
+    end
+    return s
+  end
+  local diff, gouts = {}, {}
+  for i, o in ipairs(outs) do if o.requires_grad then diff[#diff + 1] = o; gouts[#gouts + 1] = w[i] end end
+  if #diff == 0 then error("gradcheck: no output requires grad", 2) end
+  local wrt_t = {}
+  for k, i in ipairs(wrt) do wrt_t[k] = inputs[i] end
+  local an = A.grad(diff, wrt_t, { grad_outputs = gouts, allow_unused = true })
+  for k, i in ipairs(wrt) do
+    local x = inputs[i]
+    local n = x:numel()
+    local a = an[k] and an[k]:contiguous():reshape(n):totable() or {}
+    -- perturb through a flat contiguous view of x's data
+    local flat = x:detach()
+    if not flat:is_contiguous() then error("gradcheck: inputs must be contiguous (pass a contiguous tensor; a view of it inside fn is fine)", 2) end
+    flat = flat:reshape(n)
+    for j = 1, n do
+      local v = flat[j]:item()
+      A.no_grad(function() flat[j] = v + eps end)
+      local fp = objective(A.no_grad(outputs))
+      A.no_grad(function() flat[j] = v - eps end)
+      local fm = objective(A.no_grad(outputs))
+      A.no_grad(function() flat[j] = v end)
+      local num = (fp - fm) / (2 * eps)
+      local got = a[j] or 0
+      if math.abs(got - num) > atol + rtol * math.abs(num) then
+        local msg = ("gradcheck: input %d element %d: analytical %.10g vs numerical %.10g"):format(i, j, got, num)
+        if opts.raise == false then return false, msg end
+        error(msg, 2)
+      end
+    end
+  end
+  return true
+end
+
+return A

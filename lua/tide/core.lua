@@ -1,0 +1,103 @@
+--[[
+tide.core -- the FFI binding: loads libtide and its declarations (the public
+header, preprocessed at build time), turns C errors into Lua errors, wraps
+new tensor handles for the GC and paces the collector by C-side live bytes.
+Every other module reaches C through this one.
+--]]
+local ffi = require "ffi"
+
+local M = {}
+
+-- Locate the build: $TIDE_HOME, else the checkout this file lives in, else installed files.
+local here = debug.getinfo(1, "S").source:match("^@(.*)/lua/tide/core%.lua$")
+local home = os.getenv("TIDE_HOME") or here or "."
+local function readable(p) local f = io.open(p, "r"); if f then f:close() return true end end
+
+local build = os.getenv("TIDE_BUILD") or home .. "/build"     -- TIDE_BUILD: another build dir
+local cdef_path = build .. "/tide_cdef.lua"
+if not readable(cdef_path) then
+  cdef_path = package.searchpath("tide.cdef", package.path)
+  if not cdef_path then error("tide: build/tide_cdef.lua not found; run 'make' in " .. home, 0) end
+end
+ffi.cdef(dofile(cdef_path))
+local libpath = os.getenv("TIDE_LIB") or build .. "/libtide.so"
+if not readable(libpath) then libpath = "tide" end
+local C = ffi.load(libpath)
+M.C, M.ffi = C, ffi
+
+-- dtypes: objects that print by name; tensors store the enum value
+local dtypes, by_id = {}, {}
+local dtype_mt = { __tostring = function(d) return "tide." .. d.name end }
+for id = 0, 5 do
+  local name = ffi.string(C.td_dtype_name(id))
+  local d = setmetatable({ name = name, id = id, is_floating_point = id >= 4, itemsize = C.td_dtype_size(id) }, dtype_mt)
+  dtypes[name], by_id[id] = d, d
+end
+dtypes.float, dtypes.double, dtypes.long, dtypes.int = dtypes.float32, dtypes.float64, dtypes.int64, dtypes.int32
+dtypes.byte = dtypes.uint8
+M.dtypes, M.dtype_of = dtypes, by_id
+
+function M.dtype_id(d, where)
+  if d == nil then return nil end
+  if type(d) == "table" and d.id then return d.id end
+  if type(d) == "string" and dtypes[d] then return dtypes[d].id end
+  error(("%s: unknown dtype '%s'"):format(where or "dtype", tostring(d)), 3)
+end
+
+-- op ids by lower-case name, from the op table in C
+local OP = {}
+for i = 0, C.td_op_count() - 1 do OP[ffi.string(C.td_op_name(i))] = i end
+M.OP = OP
+
+function M.last_error() return ffi.string(C.td_last_error()) end
+
+-- Raise the C error at the caller's caller (the user's line). level counts from
+-- the function calling fail().
+function M.fail(level) error(M.last_error(), (level or 2) + 1) end
+
+function M.check(rc, level)
+  if rc ~= 0 then error(M.last_error(), (level or 2) + 1) end
+  return rc
+end
+
+-- GC pacing: Lua does not see C memory, so when the C live bytes have grown to
+-- twice what survived the last full collection (and at least 64 MiB) we
+-- collect. A loop of temporaries then stays within ~2x its steady state.
+local live_bytes = C.td_live_bytes
+local MIN_GC = 64 * 2 ^ 20
+local next_gc = MIN_GC
+local function pace()
+  local live = tonumber(live_bytes())
+  if live > next_gc then
+    collectgarbage("collect")
+    live = tonumber(live_bytes())
+    next_gc = math.max(2 * live, MIN_GC)
+  end
+end
+M.pace = pace
+
+-- A Lua tensor is a one-pointer struct owning one reference (released by its
+-- metatype's __gc). A struct, not a bare pointer: the FFI would treat x + 1
+-- and x[i] on a pointer as pointer arithmetic and never call the metamethods.
+ffi.cdef "typedef struct tide_Tensor { td_tensor *p; } tide_Tensor;"
+local Handle = ffi.typeof("tide_Tensor")
+M.Handle = Handle
+
+-- A new reference from C becomes a handle; NULL raises the C error.
+function M.wrap(p, level)
+  if p == nil then error(M.last_error(), (level or 2) + 1) end
+  pace()
+  return Handle(p)
+end
+
+-- A borrowed pointer (not yet retained) becomes an owned handle.
+function M.own(p)
+  if p == nil then return nil end
+  C.td_retain(p)
+  return Handle(p)
+end
+
+local istype = ffi.istype
+function M.is_tensor(x) return type(x) == "cdata" and istype(Handle, x) end
+
+return M

@@ -1,0 +1,772 @@
+--[[
+tide.tensor -- the Tensor type: an ffi.metatype over td_tensor with methods,
+operators and field-like properties, plus the op functions exposed as
+tide.* . Dims, indices and class labels are 1-based here (negative from the
+end) and converted to the C API's 0-based convention in this file only.
+--]]
+local core = require "tide.core"
+local ffi, C, OP = core.ffi, core.C, core.OP
+local wrap, check, is_tensor = core.wrap, core.check, core.is_tensor
+local dtypes, dtype_of, dtype_id = core.dtypes, core.dtype_of, core.dtype_id
+
+local T = {}          -- methods
+local getters = {}    -- x.shape, x.grad, ...
+local setters = {}    -- x.grad = g, x.requires_grad = true
+local M = { Tensor = T }
+
+local inb = ffi.new("td_tensor *[64]")
+local AT = ffi.new("td_attrs")
+local auxp = ffi.new("td_tensor *[1]")
+local i64buf = ffi.new("int64_t[8]")
+
+local function attrs()
+  ffi.fill(AT, ffi.sizeof(AT))
+  AT.ndims = -1; AT.dtype = -1
+  return AT
+end
+M.attrs = attrs
+
+-- -- Argument helpers ----------------------------------------------------------------
+
+local function typename(x)
+  if is_tensor(x) then return "Tensor" end
+  return type(x)
+end
+
+local function argerr(n, fname, expected, x, level)
+  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, typename(x)), (level or 2) + 1)
+end
+M.argerr = argerr
+
+local function targ(x, n, fname)
+  if not is_tensor(x) then argerr(n, fname, "Tensor", x, 3) end
+  return x
+end
+M.targ = targ
+
+-- 1-based (or negative) Lua dim -> 0-based (or negative) C dim
+local function cdim(d, fname, level)
+  if type(d) ~= "number" or d ~= math.floor(d) then argerr(2, fname, "dim (integer)", d, (level or 2) + 1) end
+  if d == 0 then error(fname .. ": dim 0 is invalid (dims are 1-based; -1 is the last)", (level or 2) + 1) end
+  return d > 0 and d - 1 or d
+end
+M.cdim = cdim
+
+-- (3, 4) or ({3, 4}) -> {3, 4}; trailing option tables are not part of it
+local function shape_of(fname, ...)
+  local a = ...
+  local s = type(a) == "table" and a or { ... }
+  for i = 1, #s do
+    local v = s[i]
+    if type(v) ~= "number" or v ~= math.floor(v) then
+      error(("bad argument #%d to '%s' (integer size expected, got %s)"):format(i, fname, typename(v)), 3)
+    end
+  end
+  if #s > 8 then error(fname .. ": at most 8 dims are supported, got " .. #s, 3) end
+  return s
+end
+M.shape_of = shape_of
+
+local function set_i64(buf, t) for i = 1, #t do buf[i - 1] = t[i] end return buf end
+
+-- -- Calling ops ----------------------------------------------------------------------------
+
+local op_number, td_op = C.td_op_number, C.td_op
+
+local function op1(id, a, at)
+  inb[0] = a.p
+  return wrap(td_op(id, 1, inb, at), 3)
+end
+M.op1 = op1
+
+local function op2(id, a, b, at)
+  inb[0], inb[1] = a.p, b.p
+  return wrap(td_op(id, 2, inb, at), 3)
+end
+M.op2 = op2
+
+local function opn(id, list, at)
+  for i = 1, #list do inb[i - 1] = list[i].p end
+  return wrap(td_op(id, #list, inb, at), 3)
+end
+M.opn = opn
+
+local function number_tensor(v) return wrap(C.td_wrap_number(v), 3) end
+M.number_tensor = number_tensor
+
+-- binary op with tensors or numbers on either side
+local function binop(id, fname)
+  return function(a, b)
+    if is_tensor(a) then
+      if is_tensor(b) then inb[0], inb[1] = a.p, b.p; return wrap(td_op(id, 2, inb, nil), 2) end
+      if type(b) == "number" then return wrap(op_number(id, a.p, b, 0), 2) end
+      if type(b) == "boolean" then return wrap(op_number(id, a.p, b and 1 or 0, 0), 2) end
+      argerr(2, fname, "Tensor or number", b)
+    elseif type(a) == "number" and is_tensor(b) then
+      return wrap(op_number(id, b.p, a, 1), 2)
+    end
+    argerr(1, fname, "Tensor", a)
+  end
+end
+
+local function unop(id, fname)
+  return function(a)
+    if not is_tensor(a) then argerr(1, fname, "Tensor", a) end
+    inb[0] = a.p
+    return wrap(td_op(id, 1, inb, nil), 2)
+  end
+end
+
+-- elementwise ops: name -> method, tide.name, and the in-place name_
+local unary = { "neg", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
+  "tan", "tanh", "sigmoid", "relu", "silu", "erf", "floor", "ceil", "round", "logical_not" }
+local binary = { "add", "sub", "mul", "div", "pow", "minimum", "maximum", "eq", "ne", "lt", "le",
+  "gt", "ge", "logical_and", "logical_or" }
+for _, n in ipairs(unary) do T[n] = unop(OP[n], n) end
+for _, n in ipairs(binary) do T[n] = binop(OP[n], n) end
+T.negative, T.absolute, T.multiply, T.divide, T.subtract = T.neg, T.abs, T.mul, T.div, T.sub
+T.greater, T.less, T.equal_elems = T.gt, T.lt, T.eq
+
+function T.gelu(x, opts)
+  targ(x, 1, "gelu")
+  local at = attrs()
+  local approx = type(opts) == "table" and opts.approximate or opts
+  if approx == "tanh" then at.flags = 1 elseif approx ~= nil and approx ~= "none" then
+    error("gelu: approximate must be 'none' or 'tanh', got " .. tostring(approx), 2)
+  end
+  return op1(OP.gelu, x, at)
+end
+
+local function clamp_attrs(fname, lo, hi)
+  if type(lo) == "table" and not is_tensor(lo) then lo, hi = lo.min, lo.max end
+  local at = attrs()
+  if lo ~= nil then
+    if type(lo) ~= "number" then argerr(2, fname, "number", lo, 3) end
+    at.s[0] = lo; at.flags = at.flags + 2
+  end
+  if hi ~= nil then
+    if type(hi) ~= "number" then argerr(3, fname, "number", hi, 3) end
+    at.s[1] = hi; at.flags = at.flags + 4
+  end
+  return at
+end
+
+function T.clamp(x, lo, hi)
+  targ(x, 1, "clamp")
+  return op1(OP.clamp, x, clamp_attrs("clamp", lo, hi))
+end
+T.clip = T.clamp
+
+function M.where(cond, a, b)
+  targ(cond, 1, "where")
+  if not is_tensor(a) then a = number_tensor(a) end
+  if not is_tensor(b) then b = number_tensor(b) end
+  inb[0], inb[1], inb[2] = cond.p, a.p, b.p
+  return wrap(td_op(OP.where, 3, inb, nil), 2)
+end
+function T.where(cond, a, b) return M.where(cond, a, b) end
+
+-- -- In place ------------------------------------------------------------------------------
+
+local op_out = C.td_op_out
+local function inplace(id, fname, x, list, at)
+  targ(x, 1, fname)
+  for i = 1, #list do
+    local v = list[i]
+    if type(v) == "number" then v = number_tensor(v) elseif type(v) == "boolean" then v = number_tensor(v and 1 or 0)
+    elseif not is_tensor(v) then argerr(i + 1, fname, "Tensor or number", v, 3) end
+    list[i] = v
+    inb[i - 1] = v.p
+  end
+  if op_out(id, #list, inb, at, x.p) ~= 0 then core.fail(2) end
+  return x
+end
+M.inplace = inplace
+
+for _, n in ipairs(unary) do T[n .. "_"] = function(x) return inplace(OP[n], n .. "_", x, { x }) end end
+for _, n in ipairs(binary) do
+  if n ~= "eq" and n ~= "ne" and n ~= "lt" and n ~= "le" and n ~= "gt" and n ~= "ge" then
+    T[n .. "_"] = function(x, y) return inplace(OP[n], n .. "_", x, { x, y }) end
+  end
+end
+function T.copy_(x, src) return inplace(OP.copy, "copy_", x, { src }) end
+function T.fill_(x, v)
+  if type(v) ~= "number" and type(v) ~= "boolean" and not is_tensor(v) then argerr(2, "fill_", "number", v) end
+  return inplace(OP.copy, "fill_", x, { v })
+end
+function T.zero_(x) return inplace(OP.copy, "zero_", x, { 0 }) end
+function T.clamp_(x, lo, hi) return inplace(OP.clamp, "clamp_", x, { x }, clamp_attrs("clamp_", lo, hi)) end
+function T.masked_fill_(x, mask, v) return inplace(OP.where, "masked_fill_", x, { mask, v, x }) end
+
+-- -- Properties --------------------------------------------------------------------------------
+
+function T.dim(x) return x.ndim end
+function T.numel(x) return tonumber(x.nelem) end
+T.nelement = T.numel
+function T.size(x, d)
+  if d == nil then
+    local s = {}
+    for i = 0, x.ndim - 1 do s[i + 1] = tonumber(x.sizes[i]) end
+    return s
+  end
+  local n = x.ndim
+  local i = d < 0 and n + d or d - 1
+  if d == 0 or i < 0 or i >= n then
+    error(("size: dim %d out of range for a tensor with %d dims"):format(d, n), 2)
+  end
+  return tonumber(x.sizes[i])
+end
+function T.stride(x, d)
+  if d == nil then
+    local s = {}
+    for i = 0, x.ndim - 1 do s[i + 1] = tonumber(x.strides[i]) end
+    return s
+  end
+  local n = x.ndim
+  local i = d < 0 and n + d or d - 1
+  if d == 0 or i < 0 or i >= n then error(("stride: dim %d out of range for a tensor with %d dims"):format(d, n), 2) end
+  return tonumber(x.strides[i])
+end
+function T.is_contiguous(x) return C.td_is_contiguous(x.p) ~= 0 end
+function T.is_floating_point(x) return x.scalar_type >= 4 end
+function T.element_size(x) return C.td_dtype_size(x.scalar_type) end
+
+-- raw fields: td_tensor is opaque to the FFI; read it through td_tensor_fields
+local FIELDS = ffi.typeof("td_tensor_fields *")
+M.fields = function(x) return ffi.cast(FIELDS, x.p) end
+for _, f in ipairs { "ndim", "scalar_type", "device_type", "sizes", "strides", "offset", "nelem", "ptr", "flags" } do
+  getters[f] = function(x) return ffi.cast(FIELDS, x.p)[f] end
+end
+
+local shape_mt = { __tostring = function(s) return "[" .. table.concat(s, ", ") .. "]" end,
+  __eq = function(a, b)
+    if #a ~= #b then return false end
+    for i = 1, #a do if a[i] ~= b[i] then return false end end
+    return true
+  end }
+getters.shape = function(x) return setmetatable(T.size(x), shape_mt) end
+getters.dtype = function(x) return dtype_of[x.scalar_type] end
+getters.device = function(x) return x.device_type == 0 and "cpu" or "opencl" end
+getters.requires_grad = function(x) return C.td_requires_grad(x.p) ~= 0 end
+getters.is_leaf = function(x) return C.td_is_leaf(x.p) ~= 0 end
+getters.grad = function(x) local g = C.td_grad(x.p); if g ~= nil then return wrap(g) end end
+getters.grad_fn = function(x) local s = C.td_grad_fn_name(x.p); if s ~= nil then return ffi.string(s) end end
+getters._version = function(x) return tonumber(C.td_version(x.p)) end
+getters.T = function(x) return T.permute(x, (function() local p = {} for i = x.ndim, 1, -1 do p[#p + 1] = i end return p end)()) end
+getters.data = function(x) return T.detach(x) end
+
+setters.grad = function(x, g)
+  if g ~= nil and not is_tensor(g) then argerr(2, "grad", "Tensor or nil", g, 3) end
+  check(C.td_set_grad(x.p, g ~= nil and g.p or nil), 3)
+end
+setters.requires_grad = function(x, b) check(C.td_set_requires_grad(x.p, b and 1 or 0), 3) end
+
+function T.requires_grad_(x, b)
+  if b == nil then b = true end
+  check(C.td_set_requires_grad(x.p, b and 1 or 0))
+  return x
+end
+function T.retain_grad(x) check(C.td_retain_grad(x.p)); return x end
+function T.detach(x) return wrap(C.td_detach(x.p)) end
+function T.detach_(x)
+  error("detach_: not supported; use x = x:detach()", 2)
+end
+
+-- -- Conversion ------------------------------------------------------------------------------
+
+function T.to(x, d)
+  if type(d) == "table" and not d.id then d = d.dtype end
+  if d == "cpu" then return x end
+  local id = dtype_id(d, "to")
+  if id == x.scalar_type then return x end
+  local at = attrs(); at.dtype = id
+  return op1(OP.cast, x, at)
+end
+T.type = function(x, d) if d == nil then return "tide." .. dtype_of[x.scalar_type].name end return T.to(x, d) end
+for name, d in pairs { float = "float32", double = "float64", long = "int64", int = "int32", bool = "bool", byte = "uint8" } do
+  T[name] = function(x) return T.to(x, d) end
+end
+function T.clone(x) targ(x, 1, "clone"); return op1(OP.copy, x, nil) end
+function T.contiguous(x)
+  if C.td_is_contiguous(x.p) ~= 0 then return x end
+  return op1(OP.copy, x, nil)
+end
+
+local dbuf, dbuf_n = nil, 0
+local function read_all(x)
+  local n = tonumber(x.nelem)
+  if n > dbuf_n then dbuf, dbuf_n = ffi.new("double[?]", n), n end
+  check(C.td_read(x.p, dbuf), 3)
+  return dbuf, n
+end
+
+local item_buf = ffi.new("double[1]")
+function T.item(x)
+  check(C.td_item(x.p, item_buf))
+  local v = item_buf[0]
+  if x.scalar_type == 0 then return v ~= 0 end
+  return v
+end
+
+function T.totable(x)
+  local buf = read_all(x)
+  local isbool = x.scalar_type == 0
+  local sizes, nd = T.size(x), x.ndim
+  if nd == 0 then local v = buf[0]; if isbool then return v ~= 0 end return v end
+  local pos = 0
+  local function build(d)
+    local t = {}
+    if d == nd then
+      for i = 1, sizes[d] do local v = buf[pos]; pos = pos + 1; if isbool then v = v ~= 0 end t[i] = v end
+    else
+      for i = 1, sizes[d] do t[i] = build(d + 1) end
+    end
+    return t
+  end
+  return build(1)
+end
+
+function T.tolist(x) return T.totable(x) end
+M.read_all = read_all
+
+-- -- Movement ---------------------------------------------------------------------------------
+
+local function shape_op(id, fname)
+  return function(x, ...)
+    targ(x, 1, fname)
+    local s = shape_of(fname, ...)
+    local at = attrs()
+    at.ndims = #s
+    for i = 1, #s do at.dims[i - 1] = s[i] end
+    return op1(id, x, at)
+  end
+end
+T.view = shape_op(OP.view, "view")
+T.expand = shape_op(OP.expand, "expand")
+function T.reshape(x, ...)
+  targ(x, 1, "reshape")
+  local s = shape_of("reshape", ...)
+  return wrap(C.td_reshape(x.p, #s, set_i64(i64buf, s)), 2)
+end
+function T.view_as(x, y) return T.view(x, T.size(y)) end
+function T.reshape_as(x, y) return T.reshape(x, T.size(y)) end
+function T.expand_as(x, y) return T.expand(x, T.size(y)) end
+
+function T.permute(x, ...)
+  targ(x, 1, "permute")
+  local p = shape_of("permute", ...)
+  local at = attrs()
+  at.ndims = #p
+  for i = 1, #p do at.dims[i - 1] = cdim(p[i], "permute") end
+  return op1(OP.permute, x, at)
+end
+
+function T.transpose(x, d1, d2)
+  targ(x, 1, "transpose")
+  local n = x.ndim
+  local p = {}
+  for i = 1, n do p[i] = i end
+  local a = d1 < 0 and n + d1 + 1 or d1
+  local b = d2 < 0 and n + d2 + 1 or d2
+  if d1 == 0 or d2 == 0 or a < 1 or a > n or b < 1 or b > n then
+    error(("transpose: dims %d and %d out of range for a tensor with %d dims"):format(d1, d2, n), 2)
+  end
+  p[a], p[b] = p[b], p[a]
+  return T.permute(x, p)
+end
+function T.t(x)
+  targ(x, 1, "t")
+  if x.ndim > 2 then error(("t: expects a tensor with <= 2 dims, got %d dims (use transpose)"):format(x.ndim), 2) end
+  if x.ndim < 2 then return x end
+  return T.permute(x, 2, 1)
+end
+
+-- narrow(dim, start, length): start is 1-based
+function T.narrow(x, d, start, len)
+  targ(x, 1, "narrow")
+  local at = attrs()
+  at.i[0] = cdim(d, "narrow")
+  local n = T.size(x, d)
+  local s0 = start < 0 and n + start or start - 1
+  if start == 0 or s0 < 0 or s0 > n or len < 0 or s0 + len > n then
+    error(("narrow: start %d and length %d are out of range for dim %d of size %d"):format(start, len, d, n), 2)
+  end
+  at.i[1], at.i[2], at.i[3] = s0, s0 + len, 1
+  return op1(OP.slice, x, at)
+end
+
+-- slice(dim, start, stop, step): 1-based inclusive start and stop (Torch7 ranges)
+function T.slice(x, d, start, stop, step)
+  targ(x, 1, "slice")
+  local at = attrs()
+  local n = T.size(x, d)
+  at.i[0] = cdim(d, "slice")
+  start, stop = start or 1, stop or n
+  if start < 0 then start = n + start + 1 end
+  if stop < 0 then stop = n + stop + 1 end
+  at.i[1], at.i[2], at.i[3] = start - 1, stop, step or 1
+  return op1(OP.slice, x, at)
+end
+
+function T.select(x, d, idx)
+  targ(x, 1, "select")
+  local at = attrs()
+  at.i[0] = cdim(d, "select")
+  if type(idx) ~= "number" or idx ~= math.floor(idx) then argerr(3, "select", "integer index", idx) end
+  if idx == 0 then error("select: index 0 is invalid (indices are 1-based; -1 is the last)", 2) end
+  at.i[1] = idx > 0 and idx - 1 or idx
+  return op1(OP.select, x, at)
+end
+
+function T.unsqueeze(x, d)
+  targ(x, 1, "unsqueeze")
+  local n = x.ndim
+  local p = d < 0 and n + d + 2 or d
+  if d == 0 or p < 1 or p > n + 1 then
+    error(("unsqueeze: dim %d out of range for a tensor with %d dims"):format(d, n), 2)
+  end
+  local s = T.size(x)
+  table.insert(s, p, 1)
+  return T.view(x, s)
+end
+
+function T.squeeze(x, d)
+  targ(x, 1, "squeeze")
+  local s, r = T.size(x), {}
+  local only = d and (d < 0 and #s + d + 1 or d)
+  if d and (d == 0 or only < 1 or only > #s) then
+    error(("squeeze: dim %d out of range for a tensor with %d dims"):format(d, #s), 2)
+  end
+  for i = 1, #s do
+    if not (s[i] == 1 and (only == nil or only == i)) then r[#r + 1] = s[i] end
+  end
+  return T.view(x, r)
+end
+
+function T.flatten(x, s, e)
+  targ(x, 1, "flatten")
+  local n = x.ndim
+  if n == 0 then return T.reshape(x, 1) end
+  s, e = s or 1, e or -1
+  s = s < 0 and n + s + 1 or s
+  e = e < 0 and n + e + 1 or e
+  if s < 1 or e > n or s > e then error(("flatten: invalid dims %d..%d for a tensor with %d dims"):format(s, e, n), 2) end
+  local sz, r = T.size(x), {}
+  for i = 1, s - 1 do r[#r + 1] = sz[i] end
+  local m = 1
+  for i = s, e do m = m * sz[i] end
+  r[#r + 1] = m
+  for i = e + 1, n do r[#r + 1] = sz[i] end
+  return T.reshape(x, r)
+end
+function T.unflatten(x, d, sizes)
+  local sz = T.size(x)
+  local p = d < 0 and #sz + d + 1 or d
+  local r = {}
+  for i = 1, p - 1 do r[#r + 1] = sz[i] end
+  for _, v in ipairs(sizes) do r[#r + 1] = v end
+  for i = p + 1, #sz do r[#r + 1] = sz[i] end
+  return T.reshape(x, r)
+end
+
+-- -- Reductions ----------------------------------------------------------------------------
+
+-- (dim | {dims} | nil, keepdim | {keepdim=...}) -> attrs
+local function red_attrs(fname, x, dims, keep)
+  local at = attrs()
+  if type(keep) == "table" then keep = keep.keepdim end
+  if type(dims) == "table" and dims.dim ~= nil then keep = dims.keepdim; dims = dims.dim end
+  if dims == nil then at.ndims = -1
+  elseif type(dims) == "number" then at.ndims = 1; at.dims[0] = cdim(dims, fname, 3)
+  elseif type(dims) == "table" then
+    at.ndims = #dims
+    for i = 1, #dims do at.dims[i - 1] = cdim(dims[i], fname, 3) end
+  else argerr(2, fname, "dim", dims, 3) end
+  at.keepdim = keep and 1 or 0
+  return at
+end
+M.red_attrs = red_attrs
+
+for _, n in ipairs { "sum", "mean", "prod", "logsumexp" } do
+  local id = OP[n]
+  T[n] = function(x, dims, keep)
+    targ(x, 1, n)
+    return op1(id, x, red_attrs(n, x, dims, keep))
+  end
+end
+
+for _, n in ipairs { "argmax", "argmin" } do
+  local id = OP[n]
+  T[n] = function(x, dims, keep)
+    targ(x, 1, n)
+    local at = red_attrs(n, x, dims, keep)
+    return op1(id, x, at) + 1            -- 1-based indices
+  end
+end
+
+-- max(), max(dim[, keepdim]) -> values, indices (1-based); max(tensor) -> maximum
+for _, n in ipairs { "max", "min" } do
+  local id, elementwise = OP[n], n == "max" and T.maximum or T.minimum
+  T[n] = function(x, dims, keep)
+    targ(x, 1, n)
+    if is_tensor(dims) then return elementwise(x, dims) end
+    local at = red_attrs(n, x, dims, keep)
+    inb[0] = x.p
+    local v = wrap(C.td_op_aux(id, 1, inb, at, auxp), 2)
+    if auxp[0] ~= nil then
+      local idx = wrap(auxp[0])
+      return v, idx + 1
+    end
+    return v
+  end
+end
+T.amax = function(x, dims, keep) targ(x, 1, "amax"); return op1(OP.max, x, red_attrs("amax", x, dims, keep)) end
+T.amin = function(x, dims, keep) targ(x, 1, "amin"); return op1(OP.min, x, red_attrs("amin", x, dims, keep)) end
+
+-- var/std(dim, {correction=1 | unbiased=true, keepdim=false})
+for _, n in ipairs { "var", "std" } do
+  local id = OP[n]
+  T[n] = function(x, dims, opts)
+    targ(x, 1, n)
+    local keep, corr = false, 1
+    if type(opts) == "table" then
+      keep = opts.keepdim
+      if opts.correction ~= nil then corr = opts.correction elseif opts.unbiased == false then corr = 0 end
+    elseif type(opts) == "boolean" then keep = opts end
+    local at = red_attrs(n, x, dims, keep)
+    at.s[0] = corr
+    return op1(id, x, at)
+  end
+end
+
+-- norm(p=2, dim, keepdim)
+function T.norm(x, p, dims, keep)
+  targ(x, 1, "norm")
+  if p == "fro" or p == nil then p = 2 elseif p == "inf" then p = math.huge end
+  local at = red_attrs("norm", x, dims, keep)
+  at.s[0] = p
+  return op1(OP.norm, x, at)
+end
+
+for _, n in ipairs { "softmax", "log_softmax" } do
+  local id = OP[n]
+  T[n] = function(x, d)
+    targ(x, 1, n)
+    if d == nil then error(n .. ": dim is required (e.g. -1)", 2) end
+    local at = attrs()
+    at.i[0] = cdim(d, n)
+    return op1(id, x, at)
+  end
+end
+
+-- -- Contraction ------------------------------------------------------------------------------
+
+function T.matmul(a, b)
+  targ(a, 1, "matmul"); targ(b, 2, "matmul")
+  return op2(OP.matmul, a, b)
+end
+local function shape_str(x) return "[" .. table.concat(T.size(x), ",") .. "]" end
+M.shape_str = shape_str
+function T.mm(a, b)
+  targ(a, 1, "mm"); targ(b, 2, "mm")
+  if a.ndim ~= 2 or b.ndim ~= 2 then
+    error(("mm: expected 2-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
+  end
+  return op2(OP.matmul, a, b)
+end
+function T.bmm(a, b)
+  targ(a, 1, "bmm"); targ(b, 2, "bmm")
+  if a.ndim ~= 3 or b.ndim ~= 3 or a.sizes[0] ~= b.sizes[0] then
+    error(("bmm: expected 3-D tensors with the same batch size, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
+  end
+  return op2(OP.matmul, a, b)
+end
+function T.dot(a, b)
+  targ(a, 1, "dot"); targ(b, 2, "dot")
+  if a.ndim ~= 1 or b.ndim ~= 1 then
+    error(("dot: expected 1-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
+  end
+  return op2(OP.matmul, a, b)
+end
+function T.mv(a, v)
+  targ(a, 1, "mv"); targ(v, 2, "mv")
+  if a.ndim ~= 2 or v.ndim ~= 1 then
+    error(("mv: expected a 2-D and a 1-D tensor, got %s and %s"):format(shape_str(a), shape_str(v)), 2)
+  end
+  return op2(OP.matmul, a, v)
+end
+function T.outer(a, b)
+  targ(a, 1, "outer"); targ(b, 2, "outer")
+  if a.ndim ~= 1 or b.ndim ~= 1 then
+    error(("outer: expected 1-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
+  end
+  return T.mul(T.unsqueeze(a, 2), T.unsqueeze(b, 1))
+end
+T.ger = T.outer
+-- addmm(c, a, b, {beta=1, alpha=1}) = beta c + alpha (a @ b)
+function T.addmm(c, a, b, opts)
+  targ(c, 1, "addmm")
+  local beta, alpha = 1, 1
+  if type(opts) == "table" then beta, alpha = opts.beta or 1, opts.alpha or 1 end
+  local p = T.mm(a, b)
+  if alpha ~= 1 then p = p * alpha end
+  if beta == 0 then return p + T.mul(c, 0) end
+  if beta ~= 1 then c = c * beta end
+  return c + p
+end
+
+-- -- Indexing ops (indices are 1-based tensors; C takes 0-based) --------------------------------
+
+local function idx0(idx, fname, n)
+  if not is_tensor(idx) then argerr(n, fname, "Tensor of indices", idx, 3) end
+  local st = idx.scalar_type
+  if st == 0 or st >= 4 then
+    error(("%s: indices must be an integer tensor, got %s"):format(fname, dtype_of[st].name), 3)
+  end
+  return wrap(op_number(OP.sub, idx.p, 1, 0), 3)
+end
+M.idx0 = idx0
+
+function T.index_select(x, d, idx)
+  targ(x, 1, "index_select")
+  local at = attrs(); at.i[0] = cdim(d, "index_select")
+  return op2(OP.index_select, x, idx0(idx, "index_select", 3), at)
+end
+function T.gather(x, d, idx)
+  targ(x, 1, "gather")
+  local at = attrs(); at.i[0] = cdim(d, "gather")
+  return op2(OP.gather, x, idx0(idx, "gather", 3), at)
+end
+function T.scatter_add(x, d, idx, src)
+  targ(x, 1, "scatter_add"); targ(src, 4, "scatter_add")
+  local at = attrs(); at.i[0] = cdim(d, "scatter_add")
+  return opn(OP.scatter_add, { x, idx0(idx, "scatter_add", 3), src }, at)
+end
+function T.scatter_add_(x, d, idx, src)
+  local at = attrs(); at.i[0] = cdim(d, "scatter_add_")
+  return inplace(OP.scatter_add, "scatter_add_", x, { x, idx0(idx, "scatter_add_", 3), src }, at)
+end
+function T.index_add(x, d, idx, src)
+  targ(x, 1, "index_add"); targ(src, 4, "index_add")
+  local at = attrs(); at.i[0] = cdim(d, "index_add")
+  return opn(OP.index_add, { x, idx0(idx, "index_add", 3), src }, at)
+end
+function T.index_add_(x, d, idx, src)
+  local at = attrs(); at.i[0] = cdim(d, "index_add_")
+  return inplace(OP.index_add, "index_add_", x, { x, idx0(idx, "index_add_", 3), src }, at)
+end
+function T.masked_fill(x, mask, v)
+  targ(x, 1, "masked_fill"); targ(mask, 2, "masked_fill")
+  return M.where(mask, v, x)
+end
+
+function M.cat(list, d)
+  if type(list) ~= "table" or #list == 0 then argerr(1, "cat", "non-empty table of Tensors", list) end
+  if #list > 64 then error("cat: at most 64 tensors at once, got " .. #list, 2) end
+  for i = 1, #list do if not is_tensor(list[i]) then argerr(1, "cat", "table of Tensors", list[i]) end end
+  local at = attrs(); at.i[0] = cdim(d or 1, "cat")
+  return opn(OP.cat, list, at)
+end
+M.concat, M.concatenate = M.cat, M.cat
+
+function M.stack(list, d)
+  if type(list) ~= "table" or #list == 0 then argerr(1, "stack", "non-empty table of Tensors", list) end
+  d = d or 1
+  local u = {}
+  for i = 1, #list do
+    local x = targ(list[i], 1, "stack")
+    local n = x.ndim
+    local p = d < 0 and n + d + 2 or d
+    u[i] = T.unsqueeze(x, p)
+  end
+  return M.cat(u, d < 0 and d or d)
+end
+
+-- split(x, size | {sizes}, dim) -> list of views
+function T.split(x, size, d)
+  targ(x, 1, "split")
+  d = d or 1
+  local n, parts, pos = T.size(x, d), {}, 1
+  if type(size) == "table" then
+    local total = 0
+    for _, s in ipairs(size) do total = total + s end
+    if total ~= n then error(("split: sizes sum to %d but dim %d has size %d"):format(total, d, n), 2) end
+    for _, s in ipairs(size) do parts[#parts + 1] = T.narrow(x, d, pos, s); pos = pos + s end
+  else
+    if type(size) ~= "number" or size < 1 then argerr(2, "split", "positive size", size) end
+    while pos <= n do
+      local s = math.min(size, n - pos + 1)
+      parts[#parts + 1] = T.narrow(x, d, pos, s); pos = pos + s
+    end
+  end
+  return parts
+end
+function T.chunk(x, k, d)
+  targ(x, 1, "chunk")
+  if type(k) ~= "number" or k < 1 then argerr(2, "chunk", "positive number of chunks", k) end
+  local n = T.size(x, d or 1)
+  return T.split(x, math.max(1, math.ceil(n / k)), d)
+end
+
+-- embedding(idx, weight): rows of weight (V, D) at 1-based indices idx (any shape) -> idx.shape .. {D}
+function M.embedding(idx, weight)
+  targ(weight, 2, "embedding")
+  if not is_tensor(idx) then argerr(1, "embedding", "Tensor of indices", idx) end
+  if weight.ndim ~= 2 then error(("embedding: weight must be 2-D, got %s"):format(shape_str(weight)), 2) end
+  local s = T.size(idx)
+  s[#s + 1] = T.size(weight, 2)
+  return T.view(T.index_select(weight, 1, T.reshape(idx, -1)), s)
+end
+
+-- one_hot(idx, n): 1-based class labels -> int64 tensor idx.shape .. {n}
+function M.one_hot(idx, n)
+  if not is_tensor(idx) then argerr(1, "one_hot", "Tensor of indices", idx) end
+  local st = idx.scalar_type
+  if st == 0 or st >= 4 then error(("one_hot: labels must be an integer tensor, got %s"):format(dtype_of[st].name), 2) end
+  if n == nil or n < 0 then n = T.item(T.max(idx)) end
+  if idx:numel() > 0 then
+    local lo, hi = T.item(T.min(idx)), T.item(T.max(idx))
+    if lo < 1 or hi > n then
+      error(("one_hot: label %d is out of range for %d classes (labels are 1-based)"):format(lo < 1 and lo or hi, n), 2)
+    end
+  end
+  local classes = wrap(C.td_arange(1, n + 1, 1, st), 2)
+  return T.long(T.eq(T.unsqueeze(idx, -1), classes))
+end
+
+-- -- Operators ----------------------------------------------------------------------------------
+
+local mt = {}
+mt.__add = binop(OP.add, "add")
+mt.__sub = binop(OP.sub, "sub")
+mt.__mul = binop(OP.mul, "mul")
+mt.__div = binop(OP.div, "div")
+mt.__pow = binop(OP.pow, "pow")
+mt.__unm = unop(OP.neg, "neg")
+mt.__len = function(x) return x.ndim > 0 and tonumber(x.sizes[0]) or 0 end
+mt.__index = function(x, k)
+  local m = T[k]
+  if m ~= nil then return m end
+  local g = getters[k]
+  if g then return g(x) end
+  if type(k) == "number" or type(k) == "table" or is_tensor(k) then return M.index_get(x, k) end
+  error(("Tensor has no field or method '%s'"):format(tostring(k)), 2)
+end
+mt.__newindex = function(x, k, v)
+  local s = setters[k]
+  if s then return s(x, v) end
+  if type(k) == "number" or type(k) == "table" or is_tensor(k) then return M.index_set(x, k, v) end
+  error(("Tensor field '%s' cannot be assigned"):format(tostring(k)), 2)
+end
+mt.__tostring = function(x) return M.tostring(x) end
+mt.__gc = function(x) local p = x.p; if p ~= nil then x.p = nil; C.td_release(p) end end
+M.mt = mt
+
+-- Release the tensor's memory now instead of at the next collection; x is unusable after.
+function T.free(x)
+  local p = x.p
+  x.p = nil
+  if p ~= nil then C.td_release(p) end
+end
+
+return M

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Install the Debian packages tide needs, only those missing. Runs as root on a
+# fresh Debian 12 (apt only); prints nothing when everything is present.
+set -e
+PKGS="gcc make pkg-config binutils libc6-dev libgccjit-12-dev luajit libluajit-5.1-dev lua-busted \
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "tide: missing Debian packages:$missing" >&2
+  echo "tide: run as root, or: sudo apt-get install -y$missing" >&2
+  exit 1
+fi
+echo "tide: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
