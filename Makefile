@@ -12,7 +12,8 @@ BLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
 LIBS    := -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lmvec -lm -lpthread
 LUAJIT  ?= luajit
 
-B ?= build    # build dir; the Lua side finds it through TIDE_BUILD when not ./build
+# build dir; the Lua side finds another one through TIDE_BUILD
+B ?= build
 
 SRC := $(wildcard runtime/*.c) $(wildcard jit/*.c)
 OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRC))
