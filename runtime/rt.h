@@ -53,7 +53,8 @@ void rt_store(void *p, int dt, double v);     /* one element from double */
 
 typedef struct RtStorage {
   int32_t refcount;
-  int32_t device_type;
+  int16_t device_type;
+  int16_t inline_data;           /* data lives in the same small block (rt_storage.c) */
   uint64_t version;              /* bumped by every in-place write (autograd checks) */
   size_t nbytes;
   void *ptr;                     /* 64-byte aligned */
@@ -65,6 +66,9 @@ void rt_storage_release(RtStorage *s);
 void *rt_alloc(size_t nbytes);                 /* caching allocator, 64-byte aligned */
 void rt_free(void *p, size_t nbytes);
 void rt_live_add(int64_t delta);
+void *rt_small_get(void);                      /* a 64-aligned RT_SMALL_BLOCK-byte block */
+void rt_small_put(void *p);
+#define RT_SMALL_BLOCK 320
 
 /* -- Tensors -------------------------------------------------------------------- */
 

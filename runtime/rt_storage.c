@@ -86,15 +86,49 @@ __attribute__((constructor)) static void storage_init(void)
   if (s && *s) cache_limit = (size_t)strtoull(s, NULL, 10);
 }
 
+/* -- Small blocks ------------------------------------------------------------------------ */
+
+/* Tensor headers and small storages (header + up to 256 data bytes in one
+** block) come from a per-thread free list: one small eager op then costs no
+** malloc at all, and glibc's free-list consolidation stays out of the loop. */
+#define SMALL_KEEP 4096
+static _Thread_local void *small_head;
+static _Thread_local int small_count;
+
+void *rt_small_get(void)
+{
+  void *p = small_head;
+  if (p) { small_head = *(void **)p; small_count--; return p; }
+  return aligned_alloc(64, RT_SMALL_BLOCK);
+}
+
+void rt_small_put(void *p)
+{
+  if (small_count >= SMALL_KEEP) { free(p); return; }
+  *(void **)p = small_head; small_head = p; small_count++;
+}
+
 /* -- Storage ------------------------------------------------------------------------ */
+
+#define SMALL_DATA_OFF 64
+_Static_assert(sizeof(RtStorage) <= SMALL_DATA_OFF, "storage header fits before the inline data");
 
 RtStorage *rt_storage_new(size_t nbytes)
 {
-  RtStorage *s = malloc(sizeof *s);
-  void *p = s ? rt_alloc(nbytes) : NULL;
-  if (!p) {
-    free(s);
-    return rt_errp(TD_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+  RtStorage *s;
+  void *p;
+  if (nbytes <= RT_SMALL_BLOCK - SMALL_DATA_OFF) {
+    if (!(s = rt_small_get())) return rt_errp(TD_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+    p = (char *)s + SMALL_DATA_OFF;
+    s->inline_data = 1;
+  } else {
+    s = malloc(sizeof *s);
+    p = s ? rt_alloc(nbytes) : NULL;
+    if (!p) {
+      free(s);
+      return rt_errp(TD_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+    }
+    s->inline_data = 0;
   }
   s->refcount = 1; s->device_type = TD_CPU; s->version = 0; s->nbytes = nbytes; s->ptr = p;
   rt_live_add((int64_t)nbytes);
@@ -107,6 +141,7 @@ void rt_storage_release(RtStorage *s)
 {
   if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   rt_live_add(-(int64_t)s->nbytes);
+  if (s->inline_data) { rt_small_put(s); return; }
   rt_free(s->ptr, s->nbytes);
   free(s);
 }

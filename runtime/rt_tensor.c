@@ -14,8 +14,10 @@ void jit_node_release(struct RtNode *n);
 
 td_tensor *rt_tensor_alloc(void)
 {
-  td_tensor *t = calloc(1, sizeof *t);
+  _Static_assert(sizeof(td_tensor) <= RT_SMALL_BLOCK, "tensor header fits a small block");
+  td_tensor *t = rt_small_get();
   if (!t) return rt_errp(TD_ERR_NOMEM, "out of memory allocating a tensor header");
+  memset(t, 0, sizeof *t);
   t->refcount = 1;
   rt_live_add(sizeof *t);
   return t;
@@ -31,7 +33,7 @@ TD_API void td_release(td_tensor *t)
   td_release(t->rt_base);
   if (t->rt_grad_fn) jit_node_release(t->rt_grad_fn);
   rt_live_add(-(int64_t)sizeof *t);
-  free(t);
+  rt_small_put(t);
 }
 
 /* -- Geometry -------------------------------------------------------------------------- */
