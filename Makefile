@@ -2,7 +2,7 @@
 #   make            build $(B)/libtide.so, $(B)/libtide.a and the FFI cdef
 #   make test       install missing Debian packages, build, run the busted specs
 #   make example    install, build, run the main example
-#   make bench      run the benchmarks (bench/README in bench/RESULTS.md)
+#   make bench      run the benchmarks (method and results: bench/RESULTS.md)
 
 CC      ?= gcc
 OPT     ?= -O3 -march=native
@@ -39,6 +39,11 @@ $(B)/tide_cdef.lua: runtime/tide.h
 	@mkdir -p build
 	{ echo 'return [==['; $(CC) -E -P -DTD_CDEF runtime/tide.h; echo ']==]'; } > $@
 
+# a C host using only runtime/tide.h and the static library
+$(B)/c_host: examples/c_host.c $(B)/libtide.a runtime/tide.h
+	$(CC) $(OPT) -Iruntime $< $(B)/libtide.a $(LIBS) -o $@
+examples/c_host: $(B)/c_host
+
 deps:
 	@sh scripts/install-deps.sh
 
@@ -46,10 +51,10 @@ test: deps all
 	@sh scripts/run-tests.sh
 
 example: deps all
-	$(LUAJIT) examples/tour.lua
+	TIDE_BUILD=$(B) $(LUAJIT) examples/tour.lua
 
 bench: deps all
-	@sh bench/run.sh
+	@TIDE_BUILD=$(B) sh bench/run.sh
 
 clean:
 	rm -rf $(B)
@@ -57,4 +62,4 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: all deps test example bench clean stats
+.PHONY: all deps test example bench clean stats examples/c_host

@@ -100,9 +100,20 @@ int jit_grad_record(RtCall *c, td_tensor *out)
   return 0;
 }
 
-td_tensor *jit_grad_inplace_begin(td_tensor *self)
+td_tensor *jit_grad_inplace_begin(const RtCall *c, td_tensor *self)
 {
-  td_tensor *old = node_out_alias(self);
+  /* the rule reads self (sin_, mul_): keep its value from before the write */
+  bool keep = false;
+  for (int i = 0; i < c->nin; i++)
+    if (c->in[i] == self && (rt_ops[c->op].grad->save & (1u << i))) keep = true;
+  td_tensor *old;
+  if (keep) {
+    old = rt_tensor_new(self->ndim, self->sizes, self->scalar_type);
+    RtCall cc = { .op = RT_OP_COPY, .nin = 1, .in = &self, .cdtype = self->scalar_type,
+                  .scalar_type = self->scalar_type, .ndim = self->ndim };
+    memcpy(cc.sizes, self->sizes, sizeof cc.sizes);
+    if (old && rt_kern_ew(&cc, old)) { td_release(old); old = NULL; }
+  } else old = node_out_alias(self);
   if (!old) return NULL;
   old->flags = self->flags & TD_TF_REQUIRES_GRAD;
   old->rt_grad_fn = self->rt_grad_fn;            /* old takes over self's history */
@@ -122,6 +133,11 @@ int jit_grad_record_inplace(RtCall *c, td_tensor *self, td_tensor *old)
     if (self->rt_grad_fn && self->rt_grad_fn->owner == old) self->rt_grad_fn->owner = self;
     return TD_ERR_GRAD;
   }
+  /* The write bumped the storage version once; inputs that alias self were
+  ** saved after it, so their saved version must be the one before the write:
+  ** a rule that reads self's old value then fails the version check. */
+  for (int i = 0; i < n->nin; i++)
+    if (n->edge[i].saved && n->edge[i].saved->rt_storage == self->rt_storage) n->edge[i].version--;
   self->rt_grad_fn = n; n->owner = self;
   self->flags |= TD_TF_REQUIRES_GRAD;
   return 0;
@@ -309,8 +325,8 @@ static int run_node(JitNode *n, const Capture *cap, int retain_graph, int create
   memset(&k, 0, sizeof k);
   k.n = n; k.g = n->gacc;
   int rc = 0;
-  if (n->released) rc = rt_err(TD_ERR_GRAD, released_msg, n->rule->name);
-  if (!rc && n->owner && (n->owner->flags & TD_TF_RETAIN_GRAD) && !cap)
+  /* a second backward is an error only where a rule reads freed saved values */
+  if (n->owner && (n->owner->flags & TD_TF_RETAIN_GRAD) && !cap)
     rc = deliver_leaf(n->owner, k.g, NULL, create_graph);
   if (!rc) rc = n->rule->fn(&k);
   for (int i = 0; !rc && i < n->nin; i++) {

@@ -320,7 +320,22 @@ RULE(index_select, S1, return set(k, 0, op3a(k, RT_OP_INDEX_ADD, zeros_of(k, 0),
 RULE(index_add, S1, return set(k, 0, G) | (needs(k, 2) ? set(k, 2, op2a(k, RT_OP_INDEX_SELECT, G, IN(1), &k->n->attrs)) : 0);)
 /* gather(x, dim, idx) -> scatter_add(zeros, dim, idx, g) */
 RULE(gather, S1, return set(k, 0, op3a(k, RT_OP_SCATTER_ADD, zeros_of(k, 0), IN(1), G, &k->n->attrs));)
-RULE(scatter_add, S1, return set(k, 0, G) | (needs(k, 2) ? set(k, 2, op2a(k, RT_OP_GATHER, G, IN(1), &k->n->attrs)) : 0);)
+/* g (idx's shape) zero-padded at the end of each dim to input i's shape: src may
+** be larger than idx in scatter_add, and only its leading block was read. */
+static td_tensor *pad_to(JitCtx *k, td_tensor *g, int input)
+{
+  JitEdge *e = &k->n->edge[input];
+  for (int d = 0; g && d < e->ndim; d++) {
+    if (g->sizes[d] == e->sizes[d]) continue;
+    int64_t s[TD_MAX_DIMS];
+    memcpy(s, g->sizes, sizeof s);
+    s[d] = e->sizes[d];
+    td_attrs at = { .ndims = -1, .dtype = -1, .i = { d, 0, g->sizes[d], 1 } };
+    g = op2a(k, RT_OP_SLICE_SCATTER, jit_tmp(k, td_full(g->ndim, s, 0, g->scalar_type)), g, &at);
+  }
+  return g;
+}
+RULE(scatter_add, S1, return set(k, 0, G) | (needs(k, 2) ? set(k, 2, pad_to(k, op2a(k, RT_OP_GATHER, G, IN(1), &k->n->attrs), 2)) : 0);)
 /* base: g with the slice zeroed; src: the slice of g */
 RULE(slice_scatter, 0, {
   int rc = needs(k, 0) ? set(k, 0, op2a(k, RT_OP_SLICE_SCATTER, G, zeros_of(k, 1), &k->n->attrs)) : 0;

@@ -138,8 +138,9 @@ td_tensor *rt_call_op(int op, int nin, td_tensor *const *in, const td_attrs *att
 bool jit_grad_wants(const RtCall *c);                /* record this call? */
 int jit_grad_record(RtCall *c, td_tensor *out);      /* attach a node to out */
 /* In place: take over self's history into a new header (returned, +1) before the
-** write, then record the call with that header standing for self's old value. */
-td_tensor *jit_grad_inplace_begin(td_tensor *self);
+** write, then record the call with that header standing for self's old value
+** (a copy of it when the call's derivative rule reads self). */
+td_tensor *jit_grad_inplace_begin(const RtCall *c, td_tensor *self);
 int jit_grad_record_inplace(RtCall *c, td_tensor *self, td_tensor *old);
 void jit_node_release(struct RtNode *n);
 const char *rt_op_lname(int op);

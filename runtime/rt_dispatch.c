@@ -182,6 +182,10 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
     return rt_err(TD_ERR_DTYPE, "%s_: result type %s can't be cast to the destination type %s",
                   name, td_dtype_name(c.scalar_type), td_dtype_name(out->scalar_type));
   if (!out->ptr) return rt_err(TD_ERR_STATE, "%s_: destination has no data", name);
+  for (int d = 0; d < out->ndim; d++)
+    if (out->strides[d] == 0 && out->sizes[d] > 1)
+      return rt_err(TD_ERR_ARG, "%s_: more than one element of the destination of shape %s refers to the same "
+                    "memory (dim %d is expanded); clone() it first", name, RT_SHAPE(out), d + 1);
   bool grad = td_grad_enabled() && (out->flags & TD_TF_REQUIRES_GRAD || jit_grad_wants(&c));
   if (grad && !out->rt_grad_fn && (out->flags & TD_TF_REQUIRES_GRAD))
     return rt_err(TD_ERR_GRAD, "%s_: a leaf tensor that requires grad is used in an in-place operation "
@@ -189,6 +193,12 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
   if (grad && out->rt_base)
     return rt_err(TD_ERR_GRAD, "%s_: in-place update of a view of a tensor that requires grad is not "
                   "supported; use an out-of-place op", name);
+  /* out gains history here; other tensors sharing its memory (its base, when
+  ** out is a view) would silently miss it */
+  if (grad && !(out->flags & TD_TF_REQUIRES_GRAD) && out->rt_storage && out->rt_storage->refcount > 1)
+    return rt_err(TD_ERR_GRAD, "%s_: writing a value that requires grad into a view (a tensor sharing memory "
+                  "with others) is not supported: the other tensors would not see its gradient; build the "
+                  "result out of place (tide.cat, tide.where, ...)", name);
   /* Elementwise kernels write through out's strides when no input overlaps it
   ** at a different position; everything else goes through a temporary. */
   bool direct = oi->kind == RT_K_EW && c.scalar_type == out->scalar_type;
@@ -198,7 +208,7 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
         memcmp(in[i]->sizes, out->sizes, out->ndim * sizeof(int64_t))))
       direct = false;
   td_tensor *saved_self = NULL;
-  if (grad && (saved_self = jit_grad_inplace_begin(out)) == NULL) return TD_ERR_NOMEM;
+  if (grad && (saved_self = jit_grad_inplace_begin(&c, out)) == NULL) return TD_ERR_NOMEM;
   int rc;
   if (direct) {
     c.ndim = out->ndim; memcpy(c.sizes, out->sizes, sizeof c.sizes);

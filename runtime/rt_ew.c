@@ -34,8 +34,15 @@ int rt_meta_ew(RtCall *c)
   if (c->op == RT_OP_COPY) c->scalar_type = c->in[0]->scalar_type;
   if (c->op == RT_OP_WHERE && c->in[0]->scalar_type != TD_BOOL)
     return rt_err(TD_ERR_DTYPE, "where: condition must be a bool tensor, got %s", td_dtype_name(c->in[0]->scalar_type));
-  if (c->op == RT_OP_CLAMP && !(c->attrs.flags & 6))
-    return rt_err(TD_ERR_ARG, "clamp: at least one of min and max must be given");
+  if (c->op == RT_OP_CLAMP) {
+    if (!(c->attrs.flags & 6)) return rt_err(TD_ERR_ARG, "clamp: at least one of min and max must be given");
+    /* the bounds promote like wrapped numbers: an integer tensor clamped to 2.5 is float */
+    for (int k = 0; k < 2; k++) {
+      double v = c->attrs.s[k];
+      if ((c->attrs.flags & (2 << k)) && !rt_is_float(c->cdtype) && !(v == floor(v) && fabs(v) < 9.007199254740992e15))
+        c->cdtype = c->scalar_type = rt_default_float;
+    }
+  }
   c->ndim = c->in[0]->ndim;
   memcpy(c->sizes, c->in[0]->sizes, sizeof c->sizes);
   for (int i = 1; i < c->nin; i++)
@@ -63,6 +70,38 @@ typedef void (*Loop2)(int64_t n, char *o, int64_t so, const char *a, int64_t sa,
     else if (so == 1 && sa == 0 && sb == 1) { T x = a[0]; for (int64_t i = 0; i < n; i++) { T y = b[i]; o[i] = (OT)(expr); } } \
     else for (int64_t i = 0; i < n; i++) { T x = a[i * sa], y = b[i * sb]; o[i * so] = (OT)(expr); } }
 
+/* Transcendental loops (libm calls). libmvec's vector variants and the scalar
+** libm functions may differ in the last bit, so every element goes through the
+** same vectorized block of EW_BLK elements: a partial block and strided operands
+** are staged through a buffer. Otherwise a value would depend on whether it fell
+** into a vector body or a scalar remainder, i.e. on the chunk boundaries, i.e.
+** on the thread count. EW_BLK is a multiple of every vector width. */
+#define EW_BLK 64
+#define LOOPT1(fn, T, expr) \
+  static __attribute__((noinline)) void fn##_blk(T *restrict o, const T *restrict a) \
+  { for (int i = 0; i < EW_BLK; i++) { T x = a[i]; o[i] = (expr); } } \
+  static void fn(int64_t n, char *o_, int64_t so, const char *a_, int64_t sa, const td_attrs *at) { \
+    T *o = (T *)o_; const T *a = (const T *)a_; T ib[EW_BLK], ob[EW_BLK]; (void)at; \
+    for (int64_t i = 0; i < n; i += EW_BLK) { \
+      int64_t m = n - i < EW_BLK ? n - i : EW_BLK, j; \
+      if (m == EW_BLK && so == 1 && sa == 1) { fn##_blk(o + i, a + i); continue; } \
+      for (j = 0; j < m; j++) ib[j] = a[(i + j) * sa]; \
+      for (; j < EW_BLK; j++) ib[j] = 0; \
+      fn##_blk(ob, ib); \
+      for (j = 0; j < m; j++) o[(i + j) * so] = ob[j]; } }
+#define LOOPT2(fn, T, expr) \
+  static __attribute__((noinline)) void fn##_blk(T *restrict o, const T *restrict a, const T *restrict b) \
+  { for (int i = 0; i < EW_BLK; i++) { T x = a[i], y = b[i]; o[i] = (expr); } } \
+  static void fn(int64_t n, char *o_, int64_t so, const char *a_, int64_t sa, const char *b_, int64_t sb) { \
+    T *o = (T *)o_; const T *a = (const T *)a_, *b = (const T *)b_; T ia[EW_BLK], ib[EW_BLK], ob[EW_BLK]; \
+    for (int64_t i = 0; i < n; i += EW_BLK) { \
+      int64_t m = n - i < EW_BLK ? n - i : EW_BLK, j; \
+      if (m == EW_BLK && so == 1 && sa == 1 && sb == 1) { fn##_blk(o + i, a + i, b + i); continue; } \
+      for (j = 0; j < m; j++) { ia[j] = a[(i + j) * sa]; ib[j] = b[(i + j) * sb]; } \
+      for (; j < EW_BLK; j++) ia[j] = ib[j] = 1; \
+      fn##_blk(ob, ia, ib); \
+      for (j = 0; j < m; j++) o[(i + j) * so] = ob[j]; } }
+
 /* Float unary ops: _(OP, float expr, double expr) */
 #define EW_FLOAT1(_) \
   _(EXP, expf(x), exp(x)) \
@@ -86,8 +125,9 @@ typedef void (*Loop2)(int64_t n, char *o, int64_t so, const char *a, int64_t sa,
   _(ABS, x < 0 ? -x : x) \
   _(SIGN, (x > 0) - (x < 0)) \
   _(RELU, x > 0 ? x : 0) \
-  _(CLAMP, ((at->flags & 2) && x < (elem_t)at->s[0]) ? (elem_t)at->s[0] : \
-           ((at->flags & 4) && x > (elem_t)at->s[1]) ? (elem_t)at->s[1] : x)
+  _(CLAMP, ((at->flags & 4) && x > (elem_t)at->s[1]) ? (elem_t)at->s[1] : \
+           ((at->flags & 2) && x < (elem_t)at->s[0]) ? \
+             ((at->flags & 4) && at->s[0] > at->s[1] ? (elem_t)at->s[1] : (elem_t)at->s[0]) : x)
 
 /* Binary ops on every numeric dtype */
 #define EW_ANY2(_) \
@@ -101,7 +141,7 @@ typedef void (*Loop2)(int64_t n, char *o, int64_t so, const char *a, int64_t sa,
 #define NUMTYPES(M, OP, E) M(OP, u8, uint8_t, E) M(OP, i32, int32_t, E) M(OP, i64, int64_t, E) \
                            M(OP, f32, float, E) M(OP, f64, double, E)
 
-#define DEF_F1(OP, ef, ed) LOOP1(l1_##OP##_f32, float, float, ef) LOOP1(l1_##OP##_f64, double, double, ed)
+#define DEF_F1(OP, ef, ed) LOOPT1(l1_##OP##_f32, float, ef) LOOPT1(l1_##OP##_f64, double, ed)
 EW_FLOAT1(DEF_F1)
 /* gelu, tanh approximation (attrs.flags & 1) */
 DEF_F1(GELU_TANH, 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))),
@@ -127,8 +167,8 @@ static inline int64_t ipow(int64_t x, int64_t y)
   while (y) { if (y & 1) r *= x; x *= x; y >>= 1; }
   return r;
 }
-LOOP2(l2_POW_f32, float, float, (y == 2.0f ? x * x : powf(x, y)))
-LOOP2(l2_POW_f64, double, double, (y == 2.0 ? x * x : pow(x, y)))
+LOOPT2(l2_POW_f32, float, (y == 2.0f ? x * x : powf(x, y)))
+LOOPT2(l2_POW_f64, double, (y == 2.0 ? x * x : pow(x, y)))
 LOOP2(l2_POW_u8, uint8_t, uint8_t, ipow(x, y))
 LOOP2(l2_POW_i32, int32_t, int32_t, ipow(x, y))
 LOOP2(l2_POW_i64, int64_t, int64_t, ipow(x, y))

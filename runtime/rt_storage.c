@@ -91,7 +91,7 @@ __attribute__((constructor)) static void storage_init(void)
 /* Tensor headers and small storages (header + up to 256 data bytes in one
 ** block) come from a per-thread free list: one small eager op then costs no
 ** malloc at all, and glibc's free-list consolidation stays out of the loop. */
-#define SMALL_KEEP 4096
+#define SMALL_KEEP 32768   /* 10 MiB at most: the GC frees tensors in bursts */
 static _Thread_local void *small_head;
 static _Thread_local int small_count;
 

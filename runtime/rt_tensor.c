@@ -36,6 +36,8 @@ TD_API void td_release(td_tensor *t)
   rt_small_put(t);
 }
 
+TD_API void td_handle_free(td_handle h) { td_release(h.p); }
+
 /* -- Geometry -------------------------------------------------------------------------- */
 
 int64_t rt_numel(int ndim, const int64_t *size)
@@ -193,9 +195,11 @@ TD_API td_tensor *td_linspace(double a, double b, int64_t n, int dtype)
   if (!t) return NULL;
   int sz = rt_dtype_size(dtype);
   double step = n > 1 ? (b - a) / (double)(n - 1) : 0;
-  /* PyTorch fills the second half from the end so that the last value is exactly b */
+  /* PyTorch fills the second half from the end so that the last value is exactly b
+  ** (and a single step is just a) */
   for (int64_t i = 0; i < n; i++)
-    rt_store(rt_ptr(t) + i * sz, dtype, i < n / 2 ? a + step * (double)i : b - step * (double)(n - 1 - i));
+    rt_store(rt_ptr(t) + i * sz, dtype,
+             i < n / 2 || n == 1 ? a + step * (double)i : b - step * (double)(n - 1 - i));
   return t;
 }
 

@@ -105,6 +105,10 @@ TD_API void td_rng_set_state(uint64_t seed, uint64_t offset);
 
 TD_API void td_retain(td_tensor *t);
 TD_API void td_release(td_tensor *t);
+/* The Lua handle: one owned reference. Its GC finalizer is td_handle_free,
+** a C function taking the handle by value (cheaper than a Lua __gc). */
+typedef struct td_handle { td_tensor *p; } td_handle;
+TD_API void td_handle_free(td_handle h);
 TD_API td_tensor *td_empty(int ndim, const int64_t *size, int dtype);
 TD_API td_tensor *td_full(int ndim, const int64_t *size, double value, int dtype);
 TD_API td_tensor *td_from_buffer(int ndim, const int64_t *size, int dtype, const void *src);

@@ -71,7 +71,7 @@ function A.grad(outputs, inputs, opts)
         error(("grad: input %d was not used in the graph (pass allow_unused=true)"):format(i), 2)
       end
     else
-      out[i] = core.Handle(res[i - 1])
+      out[i] = core.wrap(res[i - 1])
     end
   end
   return out

@@ -25,6 +25,15 @@ if not readable(libpath) then libpath = "tide" end
 local C = ffi.load(libpath)
 M.C, M.ffi = C, ffi
 
+-- Pin the library for the life of the process. lua_close (at exit) collects the
+-- FFI library object, which dlcloses libtide while its thread-pool workers still
+-- run its code: an intermittent SIGSEGV at exit. RTLD_NOLOAD|RTLD_NODELETE marks
+-- the already-loaded library as never to be unmapped (glibc values 0x4, 0x1000).
+pcall(function()
+  ffi.cdef "void *dlopen(const char *file, int mode);"
+  ffi.C.dlopen(libpath == "tide" and "libtide.so" or libpath, 0x1 + 0x4 + 0x1000)
+end)
+
 -- dtypes: objects that print by name; tensors store the enum value
 local dtypes, by_id = {}, {}
 local dtype_mt = { __tostring = function(d) return "tide." .. d.name end }
@@ -41,7 +50,7 @@ function M.dtype_id(d, where)
   if d == nil then return nil end
   if type(d) == "table" and d.id then return d.id end
   if type(d) == "string" and dtypes[d] then return dtypes[d].id end
-  error(("%s: unknown dtype '%s'"):format(where or "dtype", tostring(d)), 3)
+  M.raise(("%s: unknown dtype '%s'"):format(where or "dtype", tostring(d)))
 end
 
 -- op ids by lower-case name, from the op table in C
@@ -51,12 +60,28 @@ M.OP = OP
 
 function M.last_error() return ffi.string(C.td_last_error()) end
 
--- Raise the C error at the caller's caller (the user's line). level counts from
--- the function calling fail().
-function M.fail(level) error(M.last_error(), (level or 2) + 1) end
+-- Errors point at the user's line: the first stack frame outside lua/tide/.
+-- Walking the stack (instead of a fixed error level) stays right through tail
+-- calls and helpers, which shift fixed levels. A C frame (pcall(tide.zeros, -1))
+-- ends the walk as well; the message then has no position, as in Lua itself.
+local tide_dir = debug.getinfo(1, "S").source:match("^(@.*[/\\])core%.lua$") or "@lua/tide/"
+function M.raise(msg)
+  local level = 2
+  while true do
+    local info = debug.getinfo(level, "S")
+    if info == nil then level = 2; break end
+    if info.source:sub(1, #tide_dir) ~= tide_dir then break end
+    level = level + 1
+  end
+  error(msg, level)
+end
+local raise = M.raise
 
-function M.check(rc, level)
-  if rc ~= 0 then error(M.last_error(), (level or 2) + 1) end
+-- Raise the C error at the user's line.
+function M.fail() raise(M.last_error()) end
+
+function M.check(rc)
+  if rc ~= 0 then raise(M.last_error()) end
   return rc
 end
 
@@ -76,25 +101,26 @@ local function pace()
 end
 M.pace = pace
 
--- A Lua tensor is a one-pointer struct owning one reference (released by its
--- metatype's __gc). A struct, not a bare pointer: the FFI would treat x + 1
--- and x[i] on a pointer as pointer arithmetic and never call the metamethods.
-ffi.cdef "typedef struct tide_Tensor { td_tensor *p; } tide_Tensor;"
-local Handle = ffi.typeof("tide_Tensor")
+-- A Lua tensor is a td_handle, a one-pointer struct owning one reference,
+-- released by the C finalizer td_handle_free (a Lua __gc function calling C
+-- from the GC costs ~3x more per tensor). A struct, not a bare pointer: the
+-- FFI treats x + 1 and x[i] on a pointer as pointer arithmetic.
+local Handle = ffi.typeof("td_handle")
 M.Handle = Handle
+local handle_free, gc = C.td_handle_free, ffi.gc
 
 -- A new reference from C becomes a handle; NULL raises the C error.
-function M.wrap(p, level)
-  if p == nil then error(M.last_error(), (level or 2) + 1) end
+function M.wrap(p)
+  if p == nil then raise(M.last_error()) end
   pace()
-  return Handle(p)
+  return gc(Handle(p), handle_free)
 end
 
 -- A borrowed pointer (not yet retained) becomes an owned handle.
 function M.own(p)
   if p == nil then return nil end
   C.td_retain(p)
-  return Handle(p)
+  return gc(Handle(p), handle_free)
 end
 
 local istype = ffi.istype

@@ -11,159 +11,242 @@ local T, shape_of, argerr = tensor.Tensor, tensor.shape_of, tensor.argerr
 
 local tide = { Tensor = T, C = C, is_tensor = is_tensor }
 
+-- tide.exp(x), tide.add(a, b), ... for every method that takes the tensor first.
+-- The function form checks its first argument (a method call always has a
+-- tensor there); a number is let through when a tensor follows (tide.sub(1, x)).
+for name, f in pairs(T) do
+  tide[name] = function(x, ...)
+    if not is_tensor(x) and not (type(x) == "number" and is_tensor((...))) then
+      argerr(1, name, "Tensor", x)
+    end
+    if is_tensor(x) and x.p == nil then raise(("%s: Tensor used after free()"):format(name)) end
+    return f(x, ...)
+  end
+end
+-- dtype names win over the same-named conversion methods (tide.float is a dtype, x:float() converts)
 for name, d in pairs(core.dtypes) do tide[name] = d end
-
--- tide.exp(x), tide.add(a, b), ... for every method that takes the tensor first
-for name, f in pairs(T) do tide[name] = f end
 for _, n in ipairs { "where", "cat", "concat", "concatenate", "stack", "embedding", "one_hot" } do tide[n] = tensor[n] end
 
 -- -- Creation -------------------------------------------------------------------------------
+
+local raise, shape_at = core.raise, tensor.shape_at
+local TD_MAX_DIMS = 8
 
 -- Split (shape..., opts) arguments: a trailing table with string keys is the options.
 local function split_opts(fname, ...)
   local n = select("#", ...)
   local last = n > 0 and select(n, ...) or nil
   if type(last) == "table" and next(last) ~= nil and last[1] == nil then
-    return shape_of(fname, unpack({ ... }, 1, n - 1)), last
+    return shape_at(3, fname, unpack({ ... }, 1, n - 1)), last
   end
   if type(last) == "table" and next(last) == nil and n == 1 then return {}, {} end
-  return shape_of(fname, ...), {}
+  return shape_at(3, fname, ...), {}
 end
 
 local i64 = ffi.new("int64_t[8]")
 local function dims(s) for i = 1, #s do i64[i - 1] = s[i] end return i64 end
 
+-- A new tensor from C, or the C error renamed for the Lua function that was
+-- called (C reports the allocation as "empty:" or "full:"; zeros(-1) should say "zeros:").
+local function create(fname, p)
+  if p == nil then raise((core.last_error():gsub("^[%w_]+:", fname .. ":", 1))) end
+  return wrap(p)
+end
+
 local function finish(t, opts)
-  if opts.requires_grad then check(C.td_set_requires_grad(t.p, 1), 3) end
+  if opts.requires_grad then check(C.td_set_requires_grad(t.p, 1)) end
   return t
 end
 
-local function default_dtype(opts, fallback)
-  return core.dtype_id(opts.dtype, "dtype") or fallback or tide.get_default_dtype().id
+local function options(fname, opts, n)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then argerr(n, fname, "options table", opts) end
+  return opts
 end
 
-function tide.empty(...)
-  local s, o = split_opts("empty", ...)
-  return finish(wrap(C.td_empty(#s, dims(s), default_dtype(o)), 2), o)
-end
-function tide.zeros(...)
-  local s, o = split_opts("zeros", ...)
-  return finish(wrap(C.td_full(#s, dims(s), 0, default_dtype(o)), 2), o)
-end
-function tide.ones(...)
-  local s, o = split_opts("ones", ...)
-  return finish(wrap(C.td_full(#s, dims(s), 1, default_dtype(o)), 2), o)
-end
--- full(shape, value, opts)
-function tide.full(shape, value, opts)
-  opts = opts or {}
-  if type(value) ~= "number" and type(value) ~= "boolean" then argerr(2, "full", "number", value) end
-  if type(value) == "boolean" then value = value and 1 or 0 end
-  local s = shape_of("full", shape)
-  local dt = default_dtype(opts)
-  return finish(wrap(C.td_full(#s, dims(s), value, dt), 2), opts)
-end
-function tide.rand(...)
-  local s, o = split_opts("rand", ...)
-  return finish(wrap(C.td_rand(#s, dims(s), default_dtype(o)), 2), o)
-end
-function tide.randn(...)
-  local s, o = split_opts("randn", ...)
-  return finish(wrap(C.td_randn(#s, dims(s), default_dtype(o)), 2), o)
-end
--- randint(low, high, shape, opts): values in [low, high); randint(high, shape)
-function tide.randint(lo, hi, shape, opts)
-  if type(hi) == "table" then lo, hi, shape, opts = 0, lo, hi, shape end
-  opts = opts or {}
-  local s = shape_of("randint", shape)
-  return finish(wrap(C.td_randint(lo, hi, #s, dims(s), default_dtype(opts, tide.int64.id)), 2), opts)
-end
--- arange(stop) / arange(start, stop[, step]) -- values, as in PyTorch (stop excluded)
-function tide.arange(a, b, c, opts)
-  if type(b) == "table" then opts, b = b, nil elseif type(c) == "table" then opts, c = c, nil end
-  opts = opts or {}
-  local start, stop, step = 0, a, 1
-  if b ~= nil then start, stop, step = a, b, c or 1 end
-  for i, v in ipairs { start, stop, step } do if type(v) ~= "number" then argerr(i, "arange", "number", v) end end
-  local integral = start == math.floor(start) and stop == math.floor(stop) and step == math.floor(step)
-  local dt = opts.dtype and core.dtype_id(opts.dtype) or (integral and tide.int64.id or tide.get_default_dtype().id)
-  return finish(wrap(C.td_arange(start, stop, step, dt), 2), opts)
-end
-function tide.linspace(a, b, n, opts)
-  opts = opts or {}
-  return finish(wrap(C.td_linspace(a, b, n, default_dtype(opts)), 2), opts)
-end
-function tide.eye(n, m, opts)
-  if type(m) == "table" then opts, m = m, nil end
-  opts = opts or {}
-  return finish(wrap(C.td_eye(n, m or -1, default_dtype(opts)), 2), opts)
+local function default_dtype(opts, fname, fallback)
+  return core.dtype_id(opts.dtype, fname) or fallback or tide.get_default_dtype().id
 end
 
-for _, n in ipairs { "zeros", "ones", "empty", "rand", "randn" } do
-  tide[n .. "_like"] = function(x, opts)
-    tensor.targ(x, 1, n .. "_like")
-    opts = opts or {}
-    return tide[n](x:size(), { dtype = opts.dtype or x.dtype, requires_grad = opts.requires_grad })
+local function integer(v, n, fname, what)
+  if type(v) ~= "number" or v ~= math.floor(v) or v ~= v or v == math.huge or v == -math.huge then
+    raise(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, what or "integer",
+      type(v) == "number" and tostring(v) or tensor.typename(v)))
+  end
+  return v
+end
+
+local makers = {
+  empty = function(s, dt) return C.td_empty(#s, dims(s), dt) end,
+  zeros = function(s, dt) return C.td_full(#s, dims(s), 0, dt) end,
+  ones = function(s, dt) return C.td_full(#s, dims(s), 1, dt) end,
+  rand = function(s, dt) return C.td_rand(#s, dims(s), dt) end,
+  randn = function(s, dt) return C.td_randn(#s, dims(s), dt) end,
+}
+for name, make in pairs(makers) do
+  -- empty(3, 4), empty({3, 4}), empty(3, 4, {dtype=, requires_grad=})
+  tide[name] = function(...)
+    local s, o = split_opts(name, ...)
+    local t = finish(create(name, make(s, default_dtype(o, name))), o)
+    return t
+  end
+  -- zeros_like(x, {dtype=, requires_grad=}): x's shape, and x's dtype unless given
+  tide[name .. "_like"] = function(x, opts)
+    local fname = name .. "_like"
+    tensor.targ(x, 1, fname)
+    opts = options(fname, opts, 2)
+    local t = finish(create(fname, make(x:size(), default_dtype(opts, fname, x.scalar_type))), opts)
+    return t
   end
 end
-function tide.full_like(x, v, opts)
-  opts = opts or {}
-  return tide.full(x:size(), v, { dtype = opts.dtype or x.dtype, requires_grad = opts.requires_grad })
+
+-- full(shape, value, opts)
+function tide.full(shape, value, opts)
+  opts = options("full", opts, 3)
+  if type(value) ~= "number" and type(value) ~= "boolean" then argerr(2, "full", "number", value) end
+  if type(value) == "boolean" then value = value and 1 or 0 end
+  local s = shape_at(2, "full", shape)
+  local t = finish(create("full", C.td_full(#s, dims(s), value, default_dtype(opts, "full"))), opts)
+  return t
 end
+function tide.full_like(x, value, opts)
+  tensor.targ(x, 1, "full_like")
+  opts = options("full_like", opts, 3)
+  if type(value) ~= "number" and type(value) ~= "boolean" then argerr(2, "full_like", "number", value) end
+  if type(value) == "boolean" then value = value and 1 or 0 end
+  local s = x:size()
+  local dt = default_dtype(opts, "full_like", x.scalar_type)
+  local t = finish(create("full_like", C.td_full(#s, dims(s), value, dt)), opts)
+  return t
+end
+
+-- randint(low, high, shape, opts): values in [low, high); randint(high, shape, opts)
+local function randint(fname, lo, hi, s, opts, dt)
+  integer(lo, 1, fname); integer(hi, 2, fname)
+  if hi <= lo then raise(("%s: empty range [%d, %d) (high must be > low)"):format(fname, lo, hi)) end
+  return finish(create(fname, C.td_randint(lo, hi, #s, dims(s), dt)), opts)
+end
+function tide.randint(lo, hi, shape, opts)
+  if type(hi) == "table" or hi == nil then lo, hi, shape, opts = 0, lo, hi, shape end
+  opts = options("randint", opts, 4)
+  local s = shape_at(2, "randint", shape)
+  local t = randint("randint", lo, hi, s, opts, default_dtype(opts, "randint", tide.int64.id))
+  return t
+end
+-- randint_like(x, high) / randint_like(x, low, high, opts)
 function tide.randint_like(x, lo, hi, opts)
+  tensor.targ(x, 1, "randint_like")
   if hi == nil or type(hi) == "table" then lo, hi, opts = 0, lo, hi end
-  opts = opts or {}
-  return tide.randint(lo, hi, x:size(), { dtype = opts.dtype or x.dtype })
+  opts = options("randint_like", opts, 4)
+  local t = randint("randint_like", lo, hi, x:size(), opts, default_dtype(opts, "randint_like", x.scalar_type))
+  return t
+end
+
+-- arange(stop) / arange(start, stop[, step]) -- values, as in PyTorch (stop excluded);
+-- int64 when all three are integers, else the default float dtype
+function tide.arange(a, b, c, opts)
+  if type(b) == "table" then opts, b = b, nil elseif type(c) == "table" then opts, c = c, nil end
+  opts = options("arange", opts, 4)
+  local start, stop, step = 0, a, 1
+  if b ~= nil then start, stop, step = a, b, c or 1 end
+  for i, v in ipairs { a, b or 0, c or 1 } do if type(v) ~= "number" then argerr(i, "arange", "number", v) end end
+  local integral = start == math.floor(start) and stop == math.floor(stop) and step == math.floor(step)
+  local dt = default_dtype(opts, "arange", integral and tide.int64.id or nil)
+  local t = finish(create("arange", C.td_arange(start, stop, step, dt)), opts)
+  return t
+end
+-- linspace(start, stop, steps): steps values, both ends included exactly
+function tide.linspace(a, b, n, opts)
+  opts = options("linspace", opts, 4)
+  if type(a) ~= "number" then argerr(1, "linspace", "number", a) end
+  if type(b) ~= "number" then argerr(2, "linspace", "number", b) end
+  integer(n, 3, "linspace", "integer number of steps")
+  local t = finish(create("linspace", C.td_linspace(a, b, n, default_dtype(opts, "linspace"))), opts)
+  return t
+end
+-- eye(n[, m]): n x m with ones on the diagonal
+function tide.eye(n, m, opts)
+  if type(m) == "table" then opts, m = m, nil end
+  opts = options("eye", opts, 3)
+  integer(n, 1, "eye")
+  if m ~= nil then integer(m, 2, "eye") end
+  if n < 0 or (m and m < 0) then raise(("eye: sizes must be non-negative, got %d x %d"):format(n, m or n)) end
+  local t = finish(create("eye", C.td_eye(n, m or -1, default_dtype(opts, "eye"))), opts)
+  return t
 end
 
 -- tensor(nested tables | number | bool, {dtype=, requires_grad=})
--- dtype inference as in PyTorch: bools -> bool, all integral -> int64, else float32
+-- dtype inference as in PyTorch: all bools -> bool, all integral -> int64, else
+-- (any fraction, nan or inf, or an empty table) the default float dtype
+local function walk_data(v, d, st)
+  local tv = type(v)
+  if tv == "table" then
+    if st.leaf and d >= st.leaf then
+      return ("a table at depth %d where a number was expected (ragged nested table)"):format(d)
+    end
+    local n = #v
+    if st.shape[d] == nil then st.shape[d] = n
+    elseif st.shape[d] ~= n then
+      return ("ragged nested table (dim %d has sizes %d and %d)"):format(d, st.shape[d], n)
+    end
+    if d > TD_MAX_DIMS then return ("at most %d dims are supported"):format(TD_MAX_DIMS) end
+    for i = 1, n do
+      local err = walk_data(v[i], d + 1, st)
+      if err then return err end
+    end
+    if n == 0 and st.leaf == nil then st.empty_at = math.max(st.empty_at or 0, d) end
+    return nil
+  end
+  if tv ~= "number" and tv ~= "boolean" then return ("bad element of type %s"):format(tv) end
+  if st.leaf == nil then
+    st.leaf = d
+    if #st.shape >= d or (st.empty_at and st.empty_at >= d) then
+      return ("a number at depth %d where a table was expected (ragged nested table)"):format(d)
+    end
+  elseif st.leaf ~= d then
+    return ("a number at depth %d where a table was expected (ragged nested table)"):format(d)
+  end
+  local flat = st.flat
+  if tv == "boolean" then
+    flat[#flat + 1] = v and 1 or 0
+    if st.kind == nil then st.kind = 0 end
+  else
+    flat[#flat + 1] = v
+    if v ~= math.floor(v) or v ~= v or v == math.huge or v == -math.huge then st.kind = 2
+    elseif (st.kind or 0) < 1 then st.kind = 1 end
+  end
+end
+
 function tide.tensor(data, opts)
   opts = opts or {}
+  if type(opts) ~= "table" then argerr(2, "tensor", "options table", opts) end
   if is_tensor(data) then
     local t = data:clone():detach()
     if opts.dtype then t = t:to(opts.dtype) end
     return finish(t, opts)
   end
-  local shape, flat = {}, {}
-  local kind = 0      -- 0 bool, 1 int, 2 float
-  local function walk(v, d)
-    local tv = type(v)
-    if tv == "table" then
-      local n = #v
-      if shape[d] == nil then shape[d] = n
-      elseif shape[d] ~= n then error(("tensor: ragged nested table (dim %d has sizes %d and %d)"):format(d, shape[d], n), 4) end
-      for i = 1, n do walk(v[i], d + 1) end
-    elseif tv == "number" then
-      if #shape >= d then error("tensor: ragged nested table (a number where a table was expected)", 4) end
-      if v ~= math.floor(v) or v ~= v then kind = 2 elseif kind < 1 then kind = 1 end
-      flat[#flat + 1] = v
-    elseif tv == "boolean" then
-      flat[#flat + 1] = v and 1 or 0
-    else
-      error(("tensor: bad element of type %s"):format(tv), 4)
-    end
-  end
   if type(data) ~= "table" and type(data) ~= "number" and type(data) ~= "boolean" then
     argerr(1, "tensor", "table, number or boolean", data)
   end
-  walk(data, 1)
-  local n = #flat
-  local expect = 1
+  local st = { shape = {}, flat = {} }
+  local err = walk_data(data, 1, st)
+  if err then raise("tensor: " .. err) end
+  local shape, flat = st.shape, st.flat
+  local n, expect = #flat, 1
   for i = 1, #shape do expect = expect * shape[i] end
-  if expect ~= n then error("tensor: ragged nested table", 2) end
-  if #shape > 8 then error("tensor: at most 8 dims are supported", 2) end
-  local dt = opts.dtype and core.dtype_id(opts.dtype) or
-    (kind == 2 and tide.get_default_dtype().id or kind == 1 and tide.int64.id or tide.bool.id)
+  if expect ~= n then raise("tensor: ragged nested table") end
+  local dt = opts.dtype and core.dtype_id(opts.dtype, "tensor") or
+    ((st.kind == nil or st.kind == 2) and tide.get_default_dtype().id or st.kind == 1 and tide.int64.id or tide.bool.id)
   local buf = ffi.new("double[?]", math.max(n, 1), flat)
-  return finish(wrap(C.td_from_doubles(#shape, dims(shape), dt, buf), 2), opts)
+  local t = finish(create("tensor", C.td_from_doubles(#shape, dims(shape), dt, buf)), opts)
+  return t
 end
 
 local default_dtype_obj = core.dtypes.float32
 function tide.get_default_dtype() return default_dtype_obj end
 function tide.set_default_dtype(d)
   local id = core.dtype_id(d, "set_default_dtype")
-  if id < 4 then error("set_default_dtype: only float32 and float64 can be the default", 2) end
+  if id < 4 then raise("set_default_dtype: only float32 and float64 can be the default") end
   default_dtype_obj = core.dtype_of[id]
 end
 

@@ -1,127 +1,202 @@
 --[[
-tide.print -- tensors print like PyTorch: tensor([[ 0.1234, -1.0000], ...]),
-with a shared format per tensor (fixed or scientific), summarization with
-"..." above 1000 elements (3 items each side), and dtype=/requires_grad=
-suffixes where PyTorch shows them.
+tide.print -- tensors print exactly like PyTorch 1.13's torch/_tensor_str.py with
+its default options (precision 4, threshold 1000, edgeitems 3, linewidth 80):
+one formatter per tensor (integer, fixed or scientific, chosen from the nonzero
+finite values shown), rows wrapped at a fixed number of elements per line,
+"..." summaries above 1000 elements, and dtype=/size=/requires_grad=/grad_fn=
+suffixes where PyTorch shows them ("dtype=float64", not "dtype=torch.float64").
+Called by the Tensor metatype's __tostring (tensor.lua).
 --]]
+local core = require "tide.core"
 local tensor = require "tide.tensor"
-local T = tensor.Tensor
+local ffi = core.ffi
 
 local M = {}
-local THRESHOLD, EDGE = 1000, 3
+local PRECISION, THRESHOLD, EDGE, LINEWIDTH = 4, 1000, 3, 80
 
-local function is_int(v) return v == math.floor(v) and v == v and v ~= math.huge and v ~= -math.huge end
+local ptr_type = { [0] = ffi.typeof("uint8_t *"), ffi.typeof("uint8_t *"), ffi.typeof("int32_t *"),
+  ffi.typeof("int64_t *"), ffi.typeof("float *"), ffi.typeof("double *") }
 
--- Pick a formatter for all the values shown (as PyTorch's _Formatter does).
-local function formatter(vals, isfloat, isbool)
-  if isbool then return function(v) return v ~= 0 and "True" or "False" end, 5 end
-  if not isfloat then
-    local w = 1
-    for _, v in ipairs(vals) do w = math.max(w, #string.format("%d", v)) end
-    return function(v) return string.format("%" .. w .. "d", v) end, w
+local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
+
+-- Python's '{:.Nf}' / '{:.Ne}' for a double (C prints nan as "-nan" when the sign bit is set)
+local function pyfmt(spec, v)
+  if v ~= v then return "nan" end
+  if v == math.huge then return "inf" elseif v == -math.huge then return "-inf" end
+  return spec:format(v)
+end
+
+-- The values to print, as a flat row-major list plus per-dim index lists
+-- (false marks the "..." between the first and last EDGE entries when summarizing).
+local function shown(x, summarize)
+  local nd, lists = x.ndim, {}
+  for d = 0, nd - 1 do
+    local n, l = tonumber(x.sizes[d]), {}
+    if summarize and n > 2 * EDGE then
+      for i = 1, EDGE do l[#l + 1] = i end
+      l[#l + 1] = false
+      for i = n - EDGE + 1, n do l[#l + 1] = i end
+    else
+      for i = 1, n do l[i] = i end
+    end
+    lists[d + 1] = l
   end
-  local finite, allint, maxa, mina = {}, true, 0, math.huge
-  for _, v in ipairs(vals) do
-    if v == v and v ~= math.huge and v ~= -math.huge then
-      finite[#finite + 1] = v
-      local a = math.abs(v)
-      if a > maxa then maxa = a end
-      if a ~= 0 and a < mina then mina = a end
-      if not is_int(v) then allint = false end
+  local st = x.scalar_type
+  local p = ffi.cast(ptr_type[st], x.ptr)
+  local vals = {}
+  local function walk(d, off)
+    if d > nd then
+      local v = p[off]
+      if st == 3 then v = tostring(v):sub(1, -3)         -- int64 exactly: "123LL" -> "123"
+      elseif st == 0 then v = v ~= 0
+      else v = tonumber(v) end
+      vals[#vals + 1] = v
+      return
+    end
+    local stride = tonumber(x.strides[d - 1])
+    for _, i in ipairs(lists[d]) do
+      if i then walk(d + 1, off + (i - 1) * stride) end
     end
   end
-  local fmt
-  if #finite == 0 then fmt = function(v) return tostring(v) end
-  elseif allint then
-    if maxa > 1e8 then fmt = function(v) return string.format("%.4e", v) end
-    else fmt = function(v) return string.format("%.0f.", v) end end
-  elseif maxa / mina > 1000 or maxa > 1e8 or mina < 1e-4 then
-    fmt = function(v) return string.format("%.4e", v) end
-  else
-    fmt = function(v) return string.format("%.4f", v) end
+  walk(1, 0)
+  return vals, lists
+end
+
+-- PyTorch's _Formatter: returns format(v) (padded to the common width) and the width.
+local function formatter(vals, st)
+  local max_width = 1
+  if st == 0 or st == 3 or st == 1 or st == 2 then
+    local tostr = st == 0 and function(v) return v and "True" or "False" end
+      or st == 3 and function(v) return v end
+      or function(v) return ("%d"):format(v) end
+    for _, v in ipairs(vals) do max_width = math.max(max_width, #tostr(v)) end
+    return function(v)
+      local s = tostr(v)
+      return (" "):rep(max_width - #s) .. s
+    end, max_width
   end
-  local function f(v)
-    if v ~= v then return "nan" elseif v == math.huge then return "inf" elseif v == -math.huge then return "-inf" end
-    local s = fmt(v)
-    if s == "-0." or s == "-0.0000" then s = s:sub(2) end
-    return s
+  local int_mode, sci_mode = true, false
+  local maxa, mina, any = 0, math.huge, false
+  for _, v in ipairs(vals) do
+    if finite(v) and v ~= 0 then
+      any = true
+      local a = math.abs(v)
+      if a > maxa then maxa = a end
+      if a < mina then mina = a end
+      if v ~= math.ceil(v) then int_mode = false end
+    end
   end
-  local w = 1
-  for _, v in ipairs(vals) do w = math.max(w, #f(v)) end
-  return function(v) local s = f(v); return string.rep(" ", w - #s) .. s end, w
+  local sci_spec = "%." .. PRECISION .. "e"
+  local fix_spec = "%." .. PRECISION .. "f"
+  if any then
+    if int_mode then
+      if maxa / mina > 1000 or maxa > 1e8 then
+        sci_mode = true
+        for _, v in ipairs(vals) do
+          if finite(v) and v ~= 0 then max_width = math.max(max_width, #pyfmt(sci_spec, v)) end
+        end
+      else
+        for _, v in ipairs(vals) do
+          if finite(v) and v ~= 0 then max_width = math.max(max_width, #pyfmt("%.0f", v) + 1) end
+        end
+      end
+    else
+      if maxa / mina > 1000 or maxa > 1e8 or mina < 1e-4 then
+        sci_mode = true
+        for _, v in ipairs(vals) do
+          if finite(v) and v ~= 0 then max_width = math.max(max_width, #pyfmt(sci_spec, v)) end
+        end
+      else
+        for _, v in ipairs(vals) do
+          if finite(v) and v ~= 0 then max_width = math.max(max_width, #pyfmt(fix_spec, v)) end
+        end
+      end
+    end
+  end
+  return function(v)
+    local s
+    if sci_mode then s = pyfmt(sci_spec, v)
+    elseif int_mode then
+      s = pyfmt("%.0f", v)
+      if finite(v) then s = s .. "." end
+    else s = pyfmt(fix_spec, v) end
+    return (" "):rep(max_width - #s) .. s
+  end, max_width
+end
+
+-- "mul_backward" -> "MulBackward0", the name PyTorch gives the node's class
+local function grad_fn_name(s)
+  local base = s:gsub("_backward$", "")
+  return base:gsub("^%l", string.upper):gsub("_(%w)", string.upper) .. "Backward0"
+end
+
+-- Append suffixes, moving one to a new line when the line would pass 80 columns
+-- (PyTorch's _add_suffixes, including its count of the last line's length).
+local function add_suffixes(s, suffixes, indent)
+  local parts = { s }
+  local nl = s:match(".*()\n")
+  local last_line_len = #s - (nl and nl - 1 or -1) + 1
+  for _, suf in ipairs(suffixes) do
+    if last_line_len + #suf + 2 > LINEWIDTH then
+      parts[#parts + 1] = ",\n" .. (" "):rep(indent) .. suf
+      last_line_len = indent + #suf
+    else
+      parts[#parts + 1] = ", " .. suf
+      last_line_len = last_line_len + #suf + 2
+    end
+  end
+  parts[#parts + 1] = ")"
+  return table.concat(parts)
 end
 
 function M.tostring(x)
   local tide = require "tide"
-  local nd, n = x.ndim, x:numel()
-  local st = x.scalar_type
-  local isfloat, isbool = st >= 4, st == 0
-  local suffix = {}
-  if st ~= tide.get_default_dtype().id and st ~= 3 and st ~= 0 then suffix[#suffix + 1] = "dtype=" .. x.dtype.name end
-  if st == 0 and n == 0 then suffix[#suffix + 1] = "dtype=bool" end
-  local gf = x.grad_fn
-  if gf then suffix[#suffix + 1] = "grad_fn=<" .. gf .. ">"
-  elseif x.requires_grad then suffix[#suffix + 1] = "requires_grad=True" end
-  if x.ptr == nil then return "tensor(<traced " .. tensor.shape_str(x) .. ">)" end
-  local summarize = n > THRESHOLD
-  local sizes = x:size()
+  if x.p == nil then return "tensor(<freed>)" end
+  local nd, n, st = x.ndim, x:numel(), x.scalar_type
+  local prefix = "tensor("
+  local indent = #prefix
+  local suffixes = {}
   local body
-  if n == 0 then
+  local default = tide.get_default_dtype().id
+  if x.ptr == nil then
+    body = "<traced " .. tensor.shape_str(x) .. ">"
+  elseif n == 0 then
+    if nd ~= 1 then
+      local sz = x:size()
+      suffixes[#suffixes + 1] = "size=(" .. table.concat(sz, ", ") .. (nd == 1 and ",)" or ")")
+    end
+    if st ~= default then suffixes[#suffixes + 1] = "dtype=" .. x.dtype.name end
     body = "[]"
-    if nd > 1 then suffix[#suffix + 1] = "size=(" .. table.concat(sizes, ", ") .. ")" end
   else
-    -- gather the values that will be shown
-    local vals = {}
-    local function collect(v, d)
-      if d > nd then vals[#vals + 1] = T.item(v); return end
-      local len = sizes[d]
-      for i = 1, len do
-        if summarize and len > 2 * EDGE and i == EDGE + 1 then
-          for j = len - EDGE + 1, len do collect(T.select(v, 1, j), d + 1) end
-          return
-        end
-        collect(T.select(v, 1, i), d + 1)
-      end
-    end
-    if nd == 0 then vals[1] = T.item(x)
-    elseif not summarize then
-      local flat = x:contiguous():reshape(-1)
-      local buf = tensor.read_all(flat)
-      for i = 0, n - 1 do vals[i + 1] = buf[i] end
-    else collect(x, 1) end
-    if isbool then for i = 1, #vals do vals[i] = vals[i] and 1 or 0 end end
-    local fmt = formatter(vals, isfloat, isbool)
+    if st ~= default and st ~= 3 and st ~= 0 then suffixes[#suffixes + 1] = "dtype=" .. x.dtype.name end
+    local summarize = n > THRESHOLD
+    local vals, lists = shown(x, summarize)
+    local fmt, width = formatter(vals, st)
     local pos = 0
-    local function render(d, indent)
-      if d > nd then pos = pos + 1; return fmt(vals[pos]) end
-      local len, parts = sizes[d], {}
-      for i = 1, len do
-        if summarize and len > 2 * EDGE and i == EDGE + 1 then
-          parts[#parts + 1] = "..."
-          for _ = len - EDGE + 1, len do parts[#parts + 1] = render(d + 1, indent .. " ") end
-          break
-        end
-        parts[#parts + 1] = render(d + 1, indent .. " ")
-      end
+    local function nextval() pos = pos + 1; return fmt(vals[pos]) end
+    local function render(d, ind)
+      local l = lists[d]
       if d == nd then
-        -- wrap long rows at ~80 columns like PyTorch
-        local line, lines = "", {}
-        for i, p in ipairs(parts) do
-          local piece = p .. (i < #parts and "," or "")
-          if #line > 0 and #indent + #line + #piece + 1 > 80 then lines[#lines + 1] = line; line = piece
-          else line = (#line > 0 and line .. " " or "") .. piece end
+        -- _vector_str: a fixed number of elements per line
+        local per_line = math.max(1, math.floor((LINEWIDTH - ind) / (width + 2)))
+        local data = {}
+        for _, i in ipairs(l) do data[#data + 1] = i and nextval() or " ..." end
+        local lines = {}
+        for i = 1, #data, per_line do
+          lines[#lines + 1] = table.concat(data, ", ", i, math.min(i + per_line - 1, #data))
         end
-        lines[#lines + 1] = line
-        return "[" .. table.concat(lines, "\n" .. indent .. " ") .. "]"
+        return "[" .. table.concat(lines, ",\n" .. (" "):rep(ind + 1)) .. "]"
       end
-      local sep = ",\n" .. string.rep("\n", nd - d - 1) .. indent .. " "
-      return "[" .. table.concat(parts, sep) .. "]"
+      local slices = {}
+      for _, i in ipairs(l) do slices[#slices + 1] = i and render(d + 1, ind + 1) or "..." end
+      return "[" .. table.concat(slices, "," .. ("\n"):rep(nd - d) .. (" "):rep(ind + 1)) .. "]"
     end
-    body = nd == 0 and fmt(vals[1]):gsub("^%s+", "") or render(1, "       ")
+    if nd == 0 then body = nextval() else body = render(1, indent) end
   end
-  local s = "tensor(" .. body
-  if #suffix > 0 then s = s .. ", " .. table.concat(suffix, ", ") end
-  return s .. ")"
+  local gf = x.grad_fn
+  if gf then suffixes[#suffixes + 1] = "grad_fn=<" .. grad_fn_name(gf) .. ">"
+  elseif x.requires_grad then suffixes[#suffixes + 1] = "requires_grad=True" end
+  return add_suffixes(prefix .. body, suffixes, indent)
 end
 
 return M

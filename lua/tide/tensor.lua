@@ -6,7 +6,7 @@ end) and converted to the C API's 0-based convention in this file only.
 --]]
 local core = require "tide.core"
 local ffi, C, OP = core.ffi, core.C, core.OP
-local wrap, check, is_tensor = core.wrap, core.check, core.is_tensor
+local wrap, check, is_tensor, raise = core.wrap, core.check, core.is_tensor, core.raise
 local dtypes, dtype_of, dtype_id = core.dtypes, core.dtype_of, core.dtype_id
 
 local T = {}          -- methods
@@ -33,10 +33,14 @@ local function typename(x)
   return type(x)
 end
 
-local function argerr(n, fname, expected, x, level)
-  error(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, typename(x)), (level or 2) + 1)
+-- "bad argument #2 to 'view' (integer size expected, got 2.5)": a number that is
+-- not the expected integer is shown by value, anything else by type
+local function argerr(n, fname, expected, x)
+  local got = (type(x) == "number" and expected:find("integer")) and tostring(x) or typename(x)
+  raise(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, got))
 end
 M.argerr = argerr
+M.typename = typename
 
 local function targ(x, n, fname)
   if not is_tensor(x) then argerr(n, fname, "Tensor", x, 3) end
@@ -44,25 +48,50 @@ local function targ(x, n, fname)
 end
 M.targ = targ
 
--- 1-based (or negative) Lua dim -> 0-based (or negative) C dim
-local function cdim(d, fname, level)
-  if type(d) ~= "number" or d ~= math.floor(d) then argerr(2, fname, "dim (integer)", d, (level or 2) + 1) end
-  if d == 0 then error(fname .. ": dim 0 is invalid (dims are 1-based; -1 is the last)", (level or 2) + 1) end
+-- 1-based (or negative) Lua dim -> 0-based (or negative) C dim; C checks the range
+local function cdim(d, fname, level, argn)
+  if type(d) ~= "number" or d ~= math.floor(d) then argerr(argn or 2, fname, "integer dim", d) end
+  if d == 0 then raise(fname .. ": dim 0 is invalid (dims are 1-based; -1 is the last)") end
   return d > 0 and d - 1 or d
 end
 M.cdim = cdim
 
--- (3, 4) or ({3, 4}) -> {3, 4}; trailing option tables are not part of it
-local function shape_of(fname, ...)
+-- A 1-based (or negative) dim of a tensor with n dims, checked -> 1-based positive.
+-- extra widens the range (unsqueeze inserts at 1..n+1).
+local function dim1(d, n, fname, argn, extra)
+  if type(d) ~= "number" or d ~= math.floor(d) then argerr(argn or 2, fname, "integer dim", d) end
+  if d == 0 then raise(fname .. ": dim 0 is invalid (dims are 1-based; -1 is the last)") end
+  local m = n + (extra or 0)
+  local r = d < 0 and m + d + 1 or d
+  if r < 1 or r > m then
+    raise(("%s: dim %d is out of range for a tensor with %d dims (valid: 1..%d or -%d..-1)"):format(
+      fname, d, n, m, m))
+  end
+  return r
+end
+M.dim1 = dim1
+M.cdim = cdim
+
+-- (3, 4) or ({3, 4}) -> {3, 4}; trailing option tables are not part of it.
+-- level: where a bad size is reported, counted from shape_at's caller.
+local function shape_at(level, fname, ...)
   local a = ...
-  local s = type(a) == "table" and a or { ... }
+  local intable = type(a) == "table"
+  local s = intable and a or { ... }
   for i = 1, #s do
     local v = s[i]
-    if type(v) ~= "number" or v ~= math.floor(v) then
-      error(("bad argument #%d to '%s' (integer size expected, got %s)"):format(i, fname, typename(v)), 3)
+    if type(v) ~= "number" or v ~= math.floor(v) or v ~= v or v == math.huge or v == -math.huge then
+      local got = type(v) == "number" and tostring(v) or typename(v)
+      raise(("bad argument #%d to '%s' (integer size expected, got %s)"):format(intable and 1 or i, fname, got),
+        level + 1)
     end
   end
-  if #s > 8 then error(fname .. ": at most 8 dims are supported, got " .. #s, 3) end
+  if #s > 8 then raise(fname .. ": at most 8 dims are supported, got " .. #s, level + 1) end
+  return s
+end
+M.shape_at = shape_at
+local function shape_of(fname, ...)
+  local s = shape_at(3, fname, ...)
   return s
 end
 M.shape_of = shape_of
@@ -132,7 +161,7 @@ function T.gelu(x, opts)
   local at = attrs()
   local approx = type(opts) == "table" and opts.approximate or opts
   if approx == "tanh" then at.flags = 1 elseif approx ~= nil and approx ~= "none" then
-    error("gelu: approximate must be 'none' or 'tanh', got " .. tostring(approx), 2)
+    raise("gelu: approximate must be 'none' or 'tanh', got " .. tostring(approx), 2)
   end
   return op1(OP.gelu, x, at)
 end
@@ -174,7 +203,9 @@ local function inplace(id, fname, x, list, at)
   for i = 1, #list do
     local v = list[i]
     if type(v) == "number" then v = number_tensor(v) elseif type(v) == "boolean" then v = number_tensor(v and 1 or 0)
-    elseif not is_tensor(v) then argerr(i + 1, fname, "Tensor or number", v, 3) end
+    elseif not is_tensor(v) then   -- list = {x, y, ...} for x:op_(y, ...), else the arguments after x
+      argerr(rawequal(list[1], x) and i or i + 1, fname, "Tensor or number", v, 3)
+    end
     list[i] = v
     inb[i - 1] = v.p
   end
@@ -209,12 +240,7 @@ function T.size(x, d)
     for i = 0, x.ndim - 1 do s[i + 1] = tonumber(x.sizes[i]) end
     return s
   end
-  local n = x.ndim
-  local i = d < 0 and n + d or d - 1
-  if d == 0 or i < 0 or i >= n then
-    error(("size: dim %d out of range for a tensor with %d dims"):format(d, n), 2)
-  end
-  return tonumber(x.sizes[i])
+  return tonumber(x.sizes[dim1(d, x.ndim, "size") - 1])
 end
 function T.stride(x, d)
   if d == nil then
@@ -222,10 +248,7 @@ function T.stride(x, d)
     for i = 0, x.ndim - 1 do s[i + 1] = tonumber(x.strides[i]) end
     return s
   end
-  local n = x.ndim
-  local i = d < 0 and n + d or d - 1
-  if d == 0 or i < 0 or i >= n then error(("stride: dim %d out of range for a tensor with %d dims"):format(d, n), 2) end
-  return tonumber(x.strides[i])
+  return tonumber(x.strides[dim1(d, x.ndim, "stride") - 1])
 end
 function T.is_contiguous(x) return C.td_is_contiguous(x.p) ~= 0 end
 function T.is_floating_point(x) return x.scalar_type >= 4 end
@@ -269,7 +292,7 @@ end
 function T.retain_grad(x) check(C.td_retain_grad(x.p)); return x end
 function T.detach(x) return wrap(C.td_detach(x.p)) end
 function T.detach_(x)
-  error("detach_: not supported; use x = x:detach()", 2)
+  raise("detach_: not supported; use x = x:detach()", 2)
 end
 
 -- -- Conversion ------------------------------------------------------------------------------
@@ -346,7 +369,17 @@ T.expand = shape_op(OP.expand, "expand")
 function T.reshape(x, ...)
   targ(x, 1, "reshape")
   local s = shape_of("reshape", ...)
-  return wrap(C.td_reshape(x.p, #s, set_i64(i64buf, s)), 2)
+  -- resolve a single -1 here: td_reshape gives up on -1 before trying its copy
+  local infer, known = nil, 1
+  for i = 1, #s do if s[i] == -1 and infer == nil then infer = i else known = known * s[i] end end
+  local n = tonumber(x.nelem)
+  if infer and known > 0 and n % known == 0 then
+    s = { unpack(s) }
+    s[infer] = n / known
+  end
+  local p = C.td_reshape(x.p, #s, set_i64(i64buf, s))
+  if p == nil then raise((core.last_error():gsub("^view:", "reshape:"))) end
+  return wrap(p)
 end
 function T.view_as(x, y) return T.view(x, T.size(y)) end
 function T.reshape_as(x, y) return T.reshape(x, T.size(y)) end
@@ -364,47 +397,50 @@ end
 function T.transpose(x, d1, d2)
   targ(x, 1, "transpose")
   local n = x.ndim
+  local a, b = dim1(d1, n, "transpose", 2), dim1(d2, n, "transpose", 3)
   local p = {}
   for i = 1, n do p[i] = i end
-  local a = d1 < 0 and n + d1 + 1 or d1
-  local b = d2 < 0 and n + d2 + 1 or d2
-  if d1 == 0 or d2 == 0 or a < 1 or a > n or b < 1 or b > n then
-    error(("transpose: dims %d and %d out of range for a tensor with %d dims"):format(d1, d2, n), 2)
-  end
   p[a], p[b] = p[b], p[a]
   return T.permute(x, p)
 end
 function T.t(x)
   targ(x, 1, "t")
-  if x.ndim > 2 then error(("t: expects a tensor with <= 2 dims, got %d dims (use transpose)"):format(x.ndim), 2) end
+  if x.ndim > 2 then raise(("t: expects a tensor with <= 2 dims, got %d dims (use transpose)"):format(x.ndim), 2) end
   if x.ndim < 2 then return x end
   return T.permute(x, 2, 1)
 end
 
--- narrow(dim, start, length): start is 1-based
+-- narrow(dim, start, length): start is 1-based (negative from the end)
 function T.narrow(x, d, start, len)
   targ(x, 1, "narrow")
-  local at = attrs()
-  at.i[0] = cdim(d, "narrow")
-  local n = T.size(x, d)
+  local dd = dim1(d, x.ndim, "narrow")
+  if type(start) ~= "number" or start ~= math.floor(start) then argerr(3, "narrow", "integer start", start) end
+  if type(len) ~= "number" or len ~= math.floor(len) then argerr(4, "narrow", "integer length", len) end
+  local n = tonumber(x.sizes[dd - 1])
   local s0 = start < 0 and n + start or start - 1
   if start == 0 or s0 < 0 or s0 > n or len < 0 or s0 + len > n then
-    error(("narrow: start %d and length %d are out of range for dim %d of size %d"):format(start, len, d, n), 2)
+    raise(("narrow: start %d and length %d are out of range for dim %d of size %d%s"):format(start, len, d, n,
+      start == 0 and " (indices are 1-based)" or ""))
   end
-  at.i[1], at.i[2], at.i[3] = s0, s0 + len, 1
+  local at = attrs()
+  at.i[0], at.i[1], at.i[2], at.i[3] = dd - 1, s0, s0 + len, 1
   return op1(OP.slice, x, at)
 end
 
--- slice(dim, start, stop, step): 1-based inclusive start and stop (Torch7 ranges)
+-- slice(dim, start, stop, step): 1-based inclusive start and stop (Torch7 ranges,
+-- negative from the end), clamped to the dim like Python slices
 function T.slice(x, d, start, stop, step)
   targ(x, 1, "slice")
-  local at = attrs()
-  local n = T.size(x, d)
-  at.i[0] = cdim(d, "slice")
-  start, stop = start or 1, stop or n
+  local dd = dim1(d, x.ndim, "slice")
+  local n = tonumber(x.sizes[dd - 1])
+  start, stop, step = start or 1, stop or n, step or 1
+  for i, v in ipairs { start, stop, step } do
+    if type(v) ~= "number" or v ~= math.floor(v) then argerr(i + 2, "slice", "integer", v) end
+  end
   if start < 0 then start = n + start + 1 end
   if stop < 0 then stop = n + stop + 1 end
-  at.i[1], at.i[2], at.i[3] = start - 1, stop, step or 1
+  local at = attrs()
+  at.i[0], at.i[1], at.i[2], at.i[3] = dd - 1, math.max(start - 1, 0), math.max(stop, 0), step
   return op1(OP.slice, x, at)
 end
 
@@ -413,44 +449,37 @@ function T.select(x, d, idx)
   local at = attrs()
   at.i[0] = cdim(d, "select")
   if type(idx) ~= "number" or idx ~= math.floor(idx) then argerr(3, "select", "integer index", idx) end
-  if idx == 0 then error("select: index 0 is invalid (indices are 1-based; -1 is the last)", 2) end
+  if idx == 0 then raise("select: index 0 is invalid (indices are 1-based; -1 is the last)") end
   at.i[1] = idx > 0 and idx - 1 or idx
   return op1(OP.select, x, at)
 end
 
 function T.unsqueeze(x, d)
   targ(x, 1, "unsqueeze")
-  local n = x.ndim
-  local p = d < 0 and n + d + 2 or d
-  if d == 0 or p < 1 or p > n + 1 then
-    error(("unsqueeze: dim %d out of range for a tensor with %d dims"):format(d, n), 2)
-  end
+  local p = dim1(d, x.ndim, "unsqueeze", 2, 1)
   local s = T.size(x)
   table.insert(s, p, 1)
   return T.view(x, s)
 end
 
+-- squeeze() drops every size-1 dim; squeeze(d) only dim d (if its size is 1)
 function T.squeeze(x, d)
   targ(x, 1, "squeeze")
   local s, r = T.size(x), {}
-  local only = d and (d < 0 and #s + d + 1 or d)
-  if d and (d == 0 or only < 1 or only > #s) then
-    error(("squeeze: dim %d out of range for a tensor with %d dims"):format(d, #s), 2)
-  end
+  local only = d ~= nil and dim1(d, #s, "squeeze") or nil
   for i = 1, #s do
     if not (s[i] == 1 and (only == nil or only == i)) then r[#r + 1] = s[i] end
   end
   return T.view(x, r)
 end
 
+-- flatten(start=1, end=-1): dims start..end become one (a view when strides allow)
 function T.flatten(x, s, e)
   targ(x, 1, "flatten")
   local n = x.ndim
   if n == 0 then return T.reshape(x, 1) end
-  s, e = s or 1, e or -1
-  s = s < 0 and n + s + 1 or s
-  e = e < 0 and n + e + 1 or e
-  if s < 1 or e > n or s > e then error(("flatten: invalid dims %d..%d for a tensor with %d dims"):format(s, e, n), 2) end
+  s, e = dim1(s or 1, n, "flatten", 2), dim1(e or -1, n, "flatten", 3)
+  if s > e then raise(("flatten: start dim %d comes after end dim %d"):format(s, e)) end
   local sz, r = T.size(x), {}
   for i = 1, s - 1 do r[#r + 1] = sz[i] end
   local m = 1
@@ -459,9 +488,25 @@ function T.flatten(x, s, e)
   for i = e + 1, n do r[#r + 1] = sz[i] end
   return T.reshape(x, r)
 end
+
+-- unflatten(d, sizes): dim d becomes sizes (one of them may be -1)
 function T.unflatten(x, d, sizes)
+  targ(x, 1, "unflatten")
   local sz = T.size(x)
-  local p = d < 0 and #sz + d + 1 or d
+  local p = dim1(d, #sz, "unflatten")
+  if type(sizes) ~= "table" then argerr(3, "unflatten", "table of sizes", sizes) end
+  local prod, infer = 1, nil
+  for i, v in ipairs(sizes) do
+    if type(v) ~= "number" or v ~= math.floor(v) or v < -1 then argerr(3, "unflatten", "table of integer sizes", v) end
+    if v == -1 then
+      if infer then raise("unflatten: only one size can be -1") end
+      infer = i
+    else prod = prod * v end
+  end
+  if (infer == nil and prod ~= sz[p]) or (infer ~= nil and (prod == 0 or sz[p] % prod ~= 0)) then
+    raise(("unflatten: sizes {%s} do not multiply to %d, the size of dim %d"):format(
+      table.concat(sizes, ", "), sz[p], d))
+  end
   local r = {}
   for i = 1, p - 1 do r[#r + 1] = sz[i] end
   for _, v in ipairs(sizes) do r[#r + 1] = v end
@@ -552,7 +597,7 @@ for _, n in ipairs { "softmax", "log_softmax" } do
   local id = OP[n]
   T[n] = function(x, d)
     targ(x, 1, n)
-    if d == nil then error(n .. ": dim is required (e.g. -1)", 2) end
+    if d == nil then raise(n .. ": dim is required (e.g. -1)", 2) end
     local at = attrs()
     at.i[0] = cdim(d, n)
     return op1(id, x, at)
@@ -570,35 +615,35 @@ M.shape_str = shape_str
 function T.mm(a, b)
   targ(a, 1, "mm"); targ(b, 2, "mm")
   if a.ndim ~= 2 or b.ndim ~= 2 then
-    error(("mm: expected 2-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
+    raise(("mm: expected 2-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
   end
   return op2(OP.matmul, a, b)
 end
 function T.bmm(a, b)
   targ(a, 1, "bmm"); targ(b, 2, "bmm")
   if a.ndim ~= 3 or b.ndim ~= 3 or a.sizes[0] ~= b.sizes[0] then
-    error(("bmm: expected 3-D tensors with the same batch size, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
+    raise(("bmm: expected 3-D tensors with the same batch size, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
   end
   return op2(OP.matmul, a, b)
 end
 function T.dot(a, b)
   targ(a, 1, "dot"); targ(b, 2, "dot")
   if a.ndim ~= 1 or b.ndim ~= 1 then
-    error(("dot: expected 1-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
+    raise(("dot: expected 1-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
   end
   return op2(OP.matmul, a, b)
 end
 function T.mv(a, v)
   targ(a, 1, "mv"); targ(v, 2, "mv")
   if a.ndim ~= 2 or v.ndim ~= 1 then
-    error(("mv: expected a 2-D and a 1-D tensor, got %s and %s"):format(shape_str(a), shape_str(v)), 2)
+    raise(("mv: expected a 2-D and a 1-D tensor, got %s and %s"):format(shape_str(a), shape_str(v)), 2)
   end
   return op2(OP.matmul, a, v)
 end
 function T.outer(a, b)
   targ(a, 1, "outer"); targ(b, 2, "outer")
   if a.ndim ~= 1 or b.ndim ~= 1 then
-    error(("outer: expected 1-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
+    raise(("outer: expected 1-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
   end
   return T.mul(T.unsqueeze(a, 2), T.unsqueeze(b, 1))
 end
@@ -621,7 +666,7 @@ local function idx0(idx, fname, n)
   if not is_tensor(idx) then argerr(n, fname, "Tensor of indices", idx, 3) end
   local st = idx.scalar_type
   if st == 0 or st >= 4 then
-    error(("%s: indices must be an integer tensor, got %s"):format(fname, dtype_of[st].name), 3)
+    raise(("%s: indices must be an integer tensor, got %s"):format(fname, dtype_of[st].name), 3)
   end
   return wrap(op_number(OP.sub, idx.p, 1, 0), 3)
 end
@@ -662,7 +707,7 @@ end
 
 function M.cat(list, d)
   if type(list) ~= "table" or #list == 0 then argerr(1, "cat", "non-empty table of Tensors", list) end
-  if #list > 64 then error("cat: at most 64 tensors at once, got " .. #list, 2) end
+  if #list > 64 then raise("cat: at most 64 tensors at once, got " .. #list, 2) end
   for i = 1, #list do if not is_tensor(list[i]) then argerr(1, "cat", "table of Tensors", list[i]) end end
   local at = attrs(); at.i[0] = cdim(d or 1, "cat")
   return opn(OP.cat, list, at)
@@ -690,7 +735,7 @@ function T.split(x, size, d)
   if type(size) == "table" then
     local total = 0
     for _, s in ipairs(size) do total = total + s end
-    if total ~= n then error(("split: sizes sum to %d but dim %d has size %d"):format(total, d, n), 2) end
+    if total ~= n then raise(("split: sizes sum to %d but dim %d has size %d"):format(total, d, n), 2) end
     for _, s in ipairs(size) do parts[#parts + 1] = T.narrow(x, d, pos, s); pos = pos + s end
   else
     if type(size) ~= "number" or size < 1 then argerr(2, "split", "positive size", size) end
@@ -712,7 +757,7 @@ end
 function M.embedding(idx, weight)
   targ(weight, 2, "embedding")
   if not is_tensor(idx) then argerr(1, "embedding", "Tensor of indices", idx) end
-  if weight.ndim ~= 2 then error(("embedding: weight must be 2-D, got %s"):format(shape_str(weight)), 2) end
+  if weight.ndim ~= 2 then raise(("embedding: weight must be 2-D, got %s"):format(shape_str(weight)), 2) end
   local s = T.size(idx)
   s[#s + 1] = T.size(weight, 2)
   return T.view(T.index_select(weight, 1, T.reshape(idx, -1)), s)
@@ -722,12 +767,12 @@ end
 function M.one_hot(idx, n)
   if not is_tensor(idx) then argerr(1, "one_hot", "Tensor of indices", idx) end
   local st = idx.scalar_type
-  if st == 0 or st >= 4 then error(("one_hot: labels must be an integer tensor, got %s"):format(dtype_of[st].name), 2) end
+  if st == 0 or st >= 4 then raise(("one_hot: labels must be an integer tensor, got %s"):format(dtype_of[st].name), 2) end
   if n == nil or n < 0 then n = T.item(T.max(idx)) end
   if idx:numel() > 0 then
     local lo, hi = T.item(T.min(idx)), T.item(T.max(idx))
     if lo < 1 or hi > n then
-      error(("one_hot: label %d is out of range for %d classes (labels are 1-based)"):format(lo < 1 and lo or hi, n), 2)
+      raise(("one_hot: label %d is out of range for %d classes (labels are 1-based)"):format(lo < 1 and lo or hi, n), 2)
     end
   end
   local classes = wrap(C.td_arange(1, n + 1, 1, st), 2)
@@ -744,22 +789,24 @@ mt.__div = binop(OP.div, "div")
 mt.__pow = binop(OP.pow, "pow")
 mt.__unm = unop(OP.neg, "neg")
 mt.__len = function(x) return x.ndim > 0 and tonumber(x.sizes[0]) or 0 end
+local function freed(k) raise(("Tensor used after free() (looking up '%s')"):format(tostring(k))) end
 mt.__index = function(x, k)
+  if x.p == nil and k ~= "free" then freed(k) end   -- a freed handle holds NULL; C must never see it
   local m = T[k]
   if m ~= nil then return m end
   local g = getters[k]
   if g then return g(x) end
   if type(k) == "number" or type(k) == "table" or is_tensor(k) then return M.index_get(x, k) end
-  error(("Tensor has no field or method '%s'"):format(tostring(k)), 2)
+  raise(("Tensor has no field or method '%s'"):format(tostring(k)), 2)
 end
 mt.__newindex = function(x, k, v)
+  if x.p == nil then freed(k) end
   local s = setters[k]
   if s then return s(x, v) end
   if type(k) == "number" or type(k) == "table" or is_tensor(k) then return M.index_set(x, k, v) end
-  error(("Tensor field '%s' cannot be assigned"):format(tostring(k)), 2)
+  raise(("Tensor field '%s' cannot be assigned"):format(tostring(k)), 2)
 end
 mt.__tostring = function(x) return M.tostring(x) end
-mt.__gc = function(x) local p = x.p; if p ~= nil then x.p = nil; C.td_release(p) end end
 M.mt = mt
 
 -- Release the tensor's memory now instead of at the next collection; x is unusable after.

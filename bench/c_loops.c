@@ -1,0 +1,73 @@
+/*
+** c_loops.c -- the plain-C reference for the bandwidth benchmark: what a
+** hand-written OpenMP loop gets on this machine for c[i] = a[i] + b[i] (into a
+** preallocated output) and s = sum(a[i]), over N float32 values.
+** Build: gcc -O3 -march=native -fopenmp bench/c_loops.c -o c_loops
+** Usage: OMP_NUM_THREADS=2 BENCH_OUT=records.tsv ./c_loops [N=16777216] [reps=50]
+** One record per case appended to $BENCH_OUT (bench/run.sh's TSV, seconds):
+**   case  peer  threads  median  min  max  reps  bytes
+** and a human line per case on stdout.
+** Bytes moved: add reads a and b and writes c = 12 B/elem; sum reads a = 4 B/elem
+** (the write-allocate read of c is not counted, as in STREAM).
+*/
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int cmp(const void *x, const void *y)
+{
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+static void report(const char *name, int th, double *t, int reps, double bytes, double check)
+{
+  qsort(t, reps, sizeof *t, cmp);
+  double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+  const char *path = getenv("BENCH_OUT");
+  FILE *f = path ? fopen(path, "a") : NULL;
+  if (f) {
+    fprintf(f, "%s\tC loop (gcc -O3 -march=native -fopenmp)\t%d\t%.9f\t%.9f\t%.9f\t%d\t%.0f\n",
+            name, th, med, t[0], t[reps - 1], reps, bytes);
+    fclose(f);
+  }
+  printf("%-10s %-34s t=%d median %8.3f ms  min %8.3f  max %8.3f  %6.2f GB/s  (check %g)\n",
+         name, "C loop (gcc -O3, OpenMP)", th, med * 1e3, t[0] * 1e3, t[reps - 1] * 1e3, bytes / med / 1e9, check);
+}
+
+int main(int argc, char **argv)
+{
+  long n = argc > 1 ? atol(argv[1]) : 1L << 24;
+  int reps = argc > 2 ? atoi(argv[2]) : 50;
+  float *restrict a = aligned_alloc(64, n * sizeof(float));
+  float *restrict b = aligned_alloc(64, n * sizeof(float));
+  float *restrict c = aligned_alloc(64, n * sizeof(float));
+  double *t = malloc(reps * sizeof *t);
+  int th = omp_get_max_threads();
+  if (!a || !b || !c || !t) { fprintf(stderr, "c_loops: out of memory\n"); return 1; }
+  /* first touch with the same static schedule as the timed loops */
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; i++) { a[i] = (float)(i % 1000) * 1e-3f; b[i] = 1.0f; c[i] = 0.0f; }
+
+  /* add: c = a + b, 3 warm-up passes then reps timed passes */
+  for (int r = -3; r < reps; r++) {
+    double t0 = omp_get_wtime();
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) c[i] = a[i] + b[i];
+    if (r >= 0) t[r] = omp_get_wtime() - t0;
+  }
+  report("add", th, t, reps, 12.0 * n, c[n - 1]);
+
+  /* sum: float accumulators, vectorized per thread (simd), combined by OpenMP */
+  volatile float sink = 0;
+  for (int r = -3; r < reps; r++) {
+    double t0 = omp_get_wtime();
+    float s = 0;
+#pragma omp parallel for simd schedule(static) reduction(+:s)
+    for (long i = 0; i < n; i++) s += a[i];
+    if (r >= 0) t[r] = omp_get_wtime() - t0;
+    sink = s;
+  }
+  report("sum", th, t, reps, 4.0 * n, sink);
+  return 0;
+}

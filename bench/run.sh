@@ -1,0 +1,73 @@
+#!/bin/sh
+# bench/run.sh -- run every tide benchmark next to its peers and print the
+# tables recorded in bench/RESULTS.md (`make bench` calls it after building).
+#   sh bench/run.sh                   3 rounds at 2 threads (~3 min)
+#   BENCH_ROUNDS=1 sh bench/run.sh    quicker, noisier
+#   BENCH_THREADS="2 1" sh bench/run.sh  each round at 2, then 1 thread
+# Each round runs, one process each: the per-op benchmarks (tide from Lua, the
+# same op from C, PyTorch from Python), then the bandwidth ones (C loop with
+# OpenMP, tide, PyTorch). Peers of one round run back to back, so the ratios
+# are taken within a round. Records (TSV) go to $BENCH_DIR/records.tsv.
+# Environment: TIDE_BUILD (default ./build), BENCH_THREADS ("2"), BENCH_ROUNDS (3),
+# BENCH_OPS (ops per timed loop, 1000000), BENCH_DIR ($TIDE_BUILD/bench).
+set -e
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=${TIDE_BUILD:-$ROOT/build}
+case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+THREADS=${BENCH_THREADS:-2}
+ROUNDS=${BENCH_ROUNDS:-3}
+OPS=${BENCH_OPS:-1000000}
+DIR=${BENCH_DIR:-$BUILD/bench}
+PY=/usr/bin/python3
+mkdir -p "$DIR"
+REC=$DIR/records.tsv
+: > "$REC"
+
+[ -f "$BUILD/libtide.a" ] || { echo "bench: $BUILD/libtide.a not found; run 'make' first" >&2; exit 1; }
+gcc -O3 -march=native -fopenmp bench/c_loops.c -o "$DIR/c_loops"
+gcc -O2 -Iruntime bench/c_op.c "$BUILD/libtide.a" -L/usr/lib/x86_64-linux-gnu/openblas-pthread \
+  -lopenblas -lmvec -lm -lpthread -o "$DIR/c_op"
+
+# A clean threading/allocator environment; each peer gets its own settings below.
+unset OMP_NUM_THREADS OPENBLAS_NUM_THREADS MKL_NUM_THREADS OMP_WAIT_POLICY GOMP_SPINCOUNT \
+      MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ MALLOC_TOP_PAD_ ATEN_CPU_CAPABILITY TIDE_CACHE_LIMIT
+export TIDE_BUILD=$BUILD
+
+# PyTorch at its best on this machine: AVX-512 kernels if the CPU has them
+# (ATEN_CPU_CAPABILITY=avx512 dies with SIGILL on a CPU without them), glibc
+# told to keep big blocks on the heap, passive OpenMP waiting.
+CAP=avx2
+grep -qw avx512f /proc/cpuinfo && CAP=avx512
+TORCH_ENV="ATEN_CPU_CAPABILITY=$CAP OMP_WAIT_POLICY=PASSIVE MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736"
+HAVE_TORCH=0
+[ -x $PY ] && $PY -c 'import torch' 2>/dev/null && HAVE_TORCH=1
+[ $HAVE_TORCH = 1 ] || echo "bench: no torch for $PY (Debian python3-torch); PyTorch peers skipped"
+
+echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs," \
+     "$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== threads=$THREADS rounds=$ROUNDS ops/loop=$OPS; PyTorch env: $TORCH_ENV"
+
+run() {  # run <round> <command...>: records of the command get the round number
+  r=$1; shift
+  BENCH_OUT=$DIR/round.tsv "$@"
+  [ -f "$DIR/round.tsv" ] && awk -v r="$r" '{ print r "\t" $0 }' "$DIR/round.tsv" >> "$REC"
+  rm -f "$DIR/round.tsv"
+}
+
+r=1
+while [ $r -le "$ROUNDS" ]; do
+  for T in $THREADS; do
+    echo "== round $r/$ROUNDS, threads=$T"
+    run $r env TIDE_NUM_THREADS=$T luajit bench/eager_ops.lua --only op --ops "$OPS" --reps 5 --breakdown
+    run $r env TIDE_NUM_THREADS=$T "$DIR/c_op" "$OPS" 5
+    [ $HAVE_TORCH = 1 ] && (cd bench/peers && run $r env $TORCH_ENV $PY op_overhead.py --threads $T --ops "$OPS" --reps 5)
+    run $r env OMP_NUM_THREADS=$T OMP_WAIT_POLICY=PASSIVE "$DIR/c_loops" 16777216 50
+    run $r env TIDE_NUM_THREADS=$T luajit bench/eager_ops.lua --only bw --bw-reps 50
+    [ $HAVE_TORCH = 1 ] && (cd bench/peers && run $r env $TORCH_ENV $PY add_sum.py --threads $T --reps 50)
+  done
+  r=$((r + 1))
+done
+echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+luajit bench/report.lua "$REC"

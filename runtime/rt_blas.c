@@ -1,0 +1,253 @@
+/*
+** rt_blas.c -- contraction: matmul with torch.matmul semantics (1-D . 1-D dot,
+** 2-D @ 2-D, a 1-D operand promoted to a row/column and its dim removed, and
+** batched products with broadcast batch dims). Eager kernel of the runtime:
+** float32/float64 go to OpenBLAS through CBLAS, integers to a plain loop.
+*/
+#include "rt.h"
+#include <cblas.h>
+#include <limits.h>
+#include <string.h>
+
+/* -- Design note --------------------------------------------------------------------------
+**
+** Every call is seen as `nbatch` products C (M,N) = A (M,K) @ B (K,N) into the
+** contiguous result. An operand is a strided matrix (rows, cols, rs, cs) plus
+** per-batch-dim strides aligned to the result's batch dims (0 where it is
+** broadcast), so broadcast operands are never copied. A strided matrix goes to
+** BLAS as it is when it is row-major (cs == 1) or transposed row-major (rs == 1,
+** passed with CblasTrans); only when neither fits is the operand copied.
+**
+** Threads: OpenBLAS keeps its own thread pool (its default, OPENBLAS_NUM_THREADS
+** or all cores); tide's pool is not used around BLAS calls, and batched products
+** run one after the other, each using OpenBLAS's threads. The integer loop uses
+** tide's pool over output rows.
+*/
+
+/* -- Meta -------------------------------------------------------------------------------- */
+
+/* a (..., M, K) or (K); b (..., K, N) or (K)  ->  broadcast(batch) ++ [M] ++ [N],
+** with M dropped when a is 1-D and N dropped when b is 1-D (both: a 0-dim dot). */
+int rt_meta_matmul(RtCall *c)
+{
+  const td_tensor *a = c->in[0], *b = c->in[1];
+  if (a->ndim == 0 || b->ndim == 0)
+    return rt_err(TD_ERR_SHAPE, "matmul: both arguments need at least 1 dim, got %s @ %s",
+                  RT_SHAPE(a), RT_SHAPE(b));
+  int64_t ka = a->sizes[a->ndim - 1], kb = b->sizes[b->ndim == 1 ? 0 : b->ndim - 2];
+  if (ka != kb)
+    return rt_err(TD_ERR_SHAPE, "matmul: shape mismatch %s @ %s (inner dims %lld and %lld differ)",
+                  RT_SHAPE(a), RT_SHAPE(b), (long long)ka, (long long)kb);
+  int na = a->ndim > 2 ? a->ndim - 2 : 0, nb = b->ndim > 2 ? b->ndim - 2 : 0;
+  int n = na > nb ? na : nb;
+  for (int i = 0; i < n; i++) {
+    int64_t x = i < n - na ? 1 : a->sizes[i - (n - na)], y = i < n - nb ? 1 : b->sizes[i - (n - nb)];
+    if (x != y && x != 1 && y != 1)
+      return rt_err(TD_ERR_SHAPE, "matmul: batch dims of %s @ %s cannot be broadcast (%lld and %lld at batch dim %d)",
+                    RT_SHAPE(a), RT_SHAPE(b), (long long)x, (long long)y, i + 1);
+    c->sizes[i] = x == 1 ? y : x;
+  }
+  c->ndim = n;
+  if (a->ndim > 1) c->sizes[c->ndim++] = a->sizes[a->ndim - 2];
+  if (b->ndim > 1) c->sizes[c->ndim++] = b->sizes[b->ndim - 1];
+  return 0;
+}
+
+/* -- Geometry ----------------------------------------------------------------------------- */
+
+typedef struct {
+  int64_t rows, cols, rs, cs;          /* the matrix and its element strides */
+  int64_t bst[TD_MAX_DIMS];            /* strides over the result's batch dims (0: broadcast) */
+  char *p;
+} MmOperand;
+
+typedef struct {
+  int64_t M, N, K, nbatch;
+  int nbd;                             /* batch dims of the result */
+  int64_t bsz[TD_MAX_DIMS];
+  MmOperand a, b;
+  char *c;                             /* the contiguous result, nbatch blocks of M*N */
+  int es;                              /* element size */
+} MmGeom;
+
+static void mm_operand(MmOperand *o, const td_tensor *t, int mat, int nbd)
+{
+  int nd = t->ndim, tb = nd - mat;     /* t's batch dims */
+  for (int d = 0; d < nbd; d++) {
+    int td = d - (nbd - tb);
+    o->bst[d] = (td < 0 || t->sizes[td] == 1) ? 0 : t->strides[td];
+  }
+  o->p = rt_ptr(t);
+}
+
+/* a 1-D is a (1,K) row, b 1-D a (K,1) column. */
+static void mm_geom(MmGeom *g, const td_tensor *a, const td_tensor *b, td_tensor *out)
+{
+  int a1 = a->ndim == 1, b1 = b->ndim == 1;
+  g->K = a->sizes[a->ndim - 1];
+  g->M = a1 ? 1 : a->sizes[a->ndim - 2];
+  g->N = b1 ? 1 : b->sizes[b->ndim - 1];
+  g->nbd = out->ndim - !a1 - !b1;
+  g->nbatch = 1;
+  for (int d = 0; d < g->nbd; d++) { g->bsz[d] = out->sizes[d]; g->nbatch *= out->sizes[d]; }
+  g->a.rows = g->M; g->a.cols = g->K;
+  g->a.rs = a1 ? 0 : a->strides[a->ndim - 2]; g->a.cs = a->strides[a->ndim - 1];
+  g->b.rows = g->K; g->b.cols = g->N;
+  g->b.rs = b1 ? b->strides[0] : b->strides[b->ndim - 2]; g->b.cs = b1 ? 0 : b->strides[b->ndim - 1];
+  mm_operand(&g->a, a, a1 ? 1 : 2, g->nbd);
+  mm_operand(&g->b, b, b1 ? 1 : 2, g->nbd);
+  g->c = rt_ptr(out);
+  g->es = rt_dtype_size(out->scalar_type);
+}
+
+/* Element offsets of batch bi (row-major over the result's batch dims). */
+static void mm_batch_off(const MmGeom *g, int64_t bi, int64_t *oa, int64_t *ob)
+{
+  int64_t a = 0, b = 0;
+  for (int d = g->nbd - 1; d >= 0; d--) {
+    int64_t i = bi % g->bsz[d];
+    bi /= g->bsz[d];
+    a += i * g->a.bst[d]; b += i * g->b.bst[d];
+  }
+  *oa = a; *ob = b;
+}
+
+/* -- BLAS path ----------------------------------------------------------------------------- */
+
+/* How a strided (rows x cols) matrix maps to row-major BLAS: CblasNoTrans with
+** leading dim ld (element (i,j) at i*ld + j), or CblasTrans (stored transposed:
+** (i,j) at j*ld + i). The stride of a size-1 dim is irrelevant. -1: copy needed. */
+static int mm_layout(const MmOperand *o, int64_t *ld)
+{
+  int64_t r1 = o->rows > 1 ? o->rows : 1, c1 = o->cols > 1 ? o->cols : 1;
+  if (o->cs == 1 || o->cols <= 1) {
+    *ld = o->rows <= 1 ? c1 : o->rs;
+    if (*ld >= c1 && *ld <= INT_MAX) return CblasNoTrans;
+  }
+  if (o->rs == 1 || o->rows <= 1) {
+    *ld = o->cols <= 1 ? r1 : o->cs;
+    if (*ld >= r1 && *ld <= INT_MAX) return CblasTrans;
+  }
+  return -1;
+}
+
+/* When b has no batch strides and a's batch dims continue its row stride, the
+** whole call is one (nbatch*M, K) @ (K, N) product (x (B,T,C) @ W (C,D)).
+** Returns the row stride of that tall matrix, or -1. */
+static int64_t mm_fold_ld(const MmGeom *g, int ta, int64_t lda)
+{
+  if (ta != CblasNoTrans || g->nbatch == 1) return -1;
+  int64_t ld = g->M > 1 ? lda : -1, rows = g->M;   /* M == 1: the first batch stride sets it */
+  for (int d = g->nbd - 1; d >= 0; d--) {
+    if (g->bsz[d] == 1) continue;
+    if (g->b.bst[d] != 0) return -1;
+    if (ld < 0) ld = g->a.bst[d];
+    else if (g->a.bst[d] != ld * rows) return -1;
+    rows *= g->bsz[d];
+  }
+  return ld >= (g->K > 1 ? g->K : 1) && ld <= INT_MAX && rows <= INT_MAX ? ld : -1;
+}
+
+/* One product C (M,N) = op(A) op(B), C contiguous. gemv for a single row or
+** column, dot for 1x1; strides along K: A NoTrans 1, Trans lda; B NoTrans ldb, Trans 1. */
+static void mm_blas_one(int dt, int ta, int tb, int M, int N, int K, const void *A, int lda,
+                        const void *B, int ldb, void *C)
+{
+  int inca = ta == CblasNoTrans ? 1 : lda, incb = tb == CblasNoTrans ? ldb : 1;
+  bool f = dt == TD_FLOAT32;
+  if (M == 1 && N == 1) {
+    if (f) *(float *)C = cblas_sdot(K, A, inca, B, incb);
+    else *(double *)C = cblas_ddot(K, A, inca, B, incb);
+  } else if (N == 1) {
+    /* y (M) = op(A) x; A stored (M,K) or (K,M) */
+    int r = ta == CblasNoTrans ? M : K, cc = ta == CblasNoTrans ? K : M;
+    if (f) cblas_sgemv(CblasRowMajor, ta, r, cc, 1.0f, A, lda, B, incb, 0.0f, C, 1);
+    else cblas_dgemv(CblasRowMajor, ta, r, cc, 1.0, A, lda, B, incb, 0.0, C, 1);
+  } else if (M == 1) {
+    /* y (N) = op(B)^T a; B stored (K,N) (use Trans) or (N,K) (use NoTrans) */
+    int t = tb == CblasNoTrans ? CblasTrans : CblasNoTrans;
+    int r = tb == CblasNoTrans ? K : N, cc = tb == CblasNoTrans ? N : K;
+    if (f) cblas_sgemv(CblasRowMajor, t, r, cc, 1.0f, B, ldb, A, inca, 0.0f, C, 1);
+    else cblas_dgemv(CblasRowMajor, t, r, cc, 1.0, B, ldb, A, inca, 0.0, C, 1);
+  } else {
+    if (f) cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
+    else cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, C, N);
+  }
+}
+
+static void mm_blas(const MmGeom *g, int ta, int64_t lda, int tb, int64_t ldb, int dt)
+{
+  int64_t es = g->es, fld = mm_fold_ld(g, ta, lda);
+  if (fld > 0) {
+    mm_blas_one(dt, CblasNoTrans, tb, (int)(g->nbatch * g->M), (int)g->N, (int)g->K, g->a.p, (int)fld,
+                g->b.p, (int)ldb, g->c);
+    return;
+  }
+  for (int64_t bi = 0; bi < g->nbatch; bi++) {
+    int64_t oa, ob;
+    mm_batch_off(g, bi, &oa, &ob);
+    mm_blas_one(dt, ta, tb, (int)g->M, (int)g->N, (int)g->K, g->a.p + oa * es, (int)lda,
+                g->b.p + ob * es, (int)ldb, g->c + bi * g->M * g->N * es);
+  }
+}
+
+/* -- Integer path --------------------------------------------------------------------------- */
+
+/* C[r, j] = sum_k A[i, k] B[k, j] accumulated in int64, over result rows r = (batch, i). */
+#define MM_INT(sfx, T) \
+  static void mm_rows_##sfx(void *ctx, int64_t begin, int64_t end) { \
+    const MmGeom *g = ctx; \
+    for (int64_t r = begin; r < end; r++) { \
+      int64_t bi = r / g->M, i = r % g->M, oa, ob; \
+      mm_batch_off(g, bi, &oa, &ob); \
+      const T *A = (const T *)g->a.p + oa + i * g->a.rs, *B = (const T *)g->b.p + ob; \
+      T *C = (T *)g->c + r * g->N; \
+      for (int64_t j = 0; j < g->N; j++) { \
+        int64_t acc = 0; \
+        for (int64_t k = 0; k < g->K; k++) acc += (int64_t)A[k * g->a.cs] * (int64_t)B[k * g->b.rs + j * g->b.cs]; \
+        C[j] = (T)acc; \
+      } \
+    } }
+MM_INT(u8, uint8_t)
+MM_INT(i32, int32_t)
+MM_INT(i64, int64_t)
+
+/* -- The kernel ------------------------------------------------------------------------------ */
+
+int rt_kern_matmul(RtCall *c, td_tensor *out)
+{
+  int dt = c->cdtype, rc = 0;
+  td_tensor *a = rt_as_dtype(c->in[0], dt), *b = rt_as_dtype(c->in[1], dt);
+  if (!a || !b) { rc = TD_ERR_NOMEM; goto done; }
+  MmGeom g;
+  mm_geom(&g, a, b, out);
+  if (out->nelem == 0) goto done;
+  if (g.K == 0) { memset(rt_ptr(out), 0, (size_t)out->nelem * g.es); goto done; }
+  if (rt_is_float(dt)) {
+    if (g.M > INT_MAX || g.N > INT_MAX || g.K > INT_MAX) {
+      rc = rt_err(TD_ERR_SHAPE, "matmul: %s @ %s has a dim above BLAS's limit of %d",
+                  RT_SHAPE(c->in[0]), RT_SHAPE(c->in[1]), INT_MAX);
+      goto done;
+    }
+    int64_t lda = 0, ldb = 0;
+    int ta = mm_layout(&g.a, &lda), tb = mm_layout(&g.b, &ldb);
+    if (ta < 0 || tb < 0) {
+      /* neither row-major nor transposed: copy the offending operand(s) */
+      td_tensor *t;
+      if (ta < 0) { t = rt_as_contig(a); td_release(a); a = t; }
+      if (tb < 0) { t = rt_as_contig(b); td_release(b); b = t; }
+      if (!a || !b) { rc = TD_ERR_NOMEM; goto done; }
+      mm_geom(&g, a, b, out);
+      ta = mm_layout(&g.a, &lda); tb = mm_layout(&g.b, &ldb);
+    }
+    mm_blas(&g, ta, lda, tb, ldb, dt);
+  } else {
+    RtRangeFn fn = dt == TD_UINT8 ? mm_rows_u8 : dt == TD_INT32 ? mm_rows_i32 : dt == TD_INT64 ? mm_rows_i64 : NULL;
+    if (!fn) { rc = rt_err(TD_ERR_DTYPE, "matmul: not supported for dtype %s", td_dtype_name(dt)); goto done; }
+    int64_t rows = g.nbatch * g.M, work = g.N * g.K;
+    rt_parallel_for(rows, work > 0 ? 1 + 65536 / work : 65536, fn, &g);
+  }
+done:
+  td_release(a); td_release(b);
+  return rc;
+}

@@ -1,0 +1,138 @@
+/*
+** rt_row.c -- row-wise normalizers over one dim: softmax, log_softmax.
+** Runtime stage: the shape/dtype rule (meta) and the eager CPU kernels behind
+** the op table's RT_K_ROW rows. Numerically stable: each row subtracts its max.
+*/
+#include "rt.h"
+#include <math.h>
+#include <string.h>
+
+/* libm without errno side effects: GCC vectorizes the calls through libmvec */
+#define ROW_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
+ROW_SIMD float expf(float); ROW_SIMD double exp(double);
+
+#define ROW_W      256        /* lanes (row case) = column chunk */
+#define ROW_GRAIN  32768      /* elements per thread chunk, at least */
+
+#define R_MAX(a, b) ((!((b) <= (a)) & ((a) == (a))) ? (b) : (a))   /* a NaN sticks */
+
+/* -- Meta ------------------------------------------------------------------------------------- */
+
+int rt_meta_row(RtCall *c)
+{
+  const td_tensor *x = c->in[0];
+  const char *name = rt_op_lname(c->op);
+  if (!rt_is_float(x->scalar_type))
+    return rt_err(TD_ERR_DTYPE, "%s: expected a floating point tensor, got %s", name, td_dtype_name(x->scalar_type));
+  int64_t d = c->attrs.i[0];
+  if (rt_wrap_dim(name, &d, x->ndim)) return TD_ERR_INDEX;
+  c->attrs.i[0] = d;               /* autograd's rule reads the normalized dim */
+  c->ndim = x->ndim;
+  memcpy(c->sizes, x->sizes, sizeof c->sizes);
+  return 0;
+}
+
+/* -- Kernels ---------------------------------------------------------------------------------- */
+
+/* The input viewed as (P, K, M), contiguous; the softmax runs along K.
+** M == 1: one row of K per p, rows split over threads. M > 1: chunks of up to
+** ROW_W columns, every pass a unit-stride loop over the chunk. */
+typedef struct {
+  const char *x; char *y;
+  int64_t P, K, M, nch;
+  bool lg;                        /* log_softmax */
+} RowJob;
+
+/* Row case, y[0..K) = softmax(x[0..K)) or log_softmax:
+**   m = max x;  e = exp(x - m) (into y);  s = sum e (double lanes)
+**   softmax: y = e / s;  log_softmax: y = x - (m + log s) */
+#define DEF_ROW(sfx, T, EXP) \
+  static void row_##sfx(const T *restrict x, T *restrict y, int64_t K, bool lg) { \
+    T l[ROW_W]; double s[ROW_W]; \
+    int64_t nl = K < 1 ? 1 : K < ROW_W ? K : ROW_W, i, j; \
+    for (j = 0; j < nl; j++) { l[j] = -INFINITY; s[j] = 0; } \
+    for (i = 0; i < K; i += ROW_W) { \
+      int64_t n = K - i < ROW_W ? K - i : ROW_W; \
+      for (j = 0; j < n; j++) l[j] = R_MAX(l[j], x[i + j]); } \
+    for (j = 1; j < nl; j++) l[0] = R_MAX(l[0], l[j]); \
+    T m = l[0]; \
+    for (i = 0; i < K; i++) y[i] = EXP(x[i] - m); \
+    for (i = 0; i < K; i += ROW_W) { \
+      int64_t n = K - i < ROW_W ? K - i : ROW_W; \
+      for (j = 0; j < n; j++) s[j] += y[i + j]; } \
+    for (int64_t h; nl > 1; nl = h) { h = (nl + 1) / 2; for (j = 0; j < nl - h; j++) s[j] += s[j + h]; } \
+    if (!lg) { T inv = (T)(1.0 / s[0]); for (i = 0; i < K; i++) y[i] *= inv; } \
+    else { T lse = (T)(m + log(s[0])); for (i = 0; i < K; i++) y[i] = x[i] - lse; } }
+
+/* Column case, x and y (K, M) with row stride M, columns [0, mc):
+** the same passes, each over a row of mc columns at a time. */
+#define DEF_COL(sfx, T, EXP) \
+  static void col_##sfx(const T *restrict x, T *restrict y, int64_t K, int64_t M, int64_t mc, bool lg) { \
+    T m[ROW_W]; double s[ROW_W]; \
+    for (int64_t j = 0; j < mc; j++) { m[j] = -INFINITY; s[j] = 0; } \
+    for (int64_t k = 0; k < K; k++) { const T *xr = x + k * M; \
+      for (int64_t j = 0; j < mc; j++) m[j] = R_MAX(m[j], xr[j]); } \
+    for (int64_t k = 0; k < K; k++) { const T *xr = x + k * M; T *yr = y + k * M; \
+      for (int64_t j = 0; j < mc; j++) { T e = EXP(xr[j] - m[j]); yr[j] = e; s[j] += e; } } \
+    if (!lg) { \
+      T inv[ROW_W]; \
+      for (int64_t j = 0; j < mc; j++) inv[j] = (T)(1.0 / s[j]); \
+      for (int64_t k = 0; k < K; k++) { T *yr = y + k * M; for (int64_t j = 0; j < mc; j++) yr[j] *= inv[j]; } \
+    } else { \
+      T lse[ROW_W]; \
+      for (int64_t j = 0; j < mc; j++) lse[j] = (T)(m[j] + log(s[j])); \
+      for (int64_t k = 0; k < K; k++) { const T *xr = x + k * M; T *yr = y + k * M; \
+        for (int64_t j = 0; j < mc; j++) yr[j] = xr[j] - lse[j]; } } }
+
+DEF_ROW(f32, float, expf) DEF_ROW(f64, double, exp)
+DEF_COL(f32, float, expf) DEF_COL(f64, double, exp)
+
+static void row_range_f32(void *ctx, int64_t b, int64_t e)
+{
+  const RowJob *j = ctx;
+  for (int64_t p = b; p < e; p++)
+    row_f32((const float *)j->x + p * j->K, (float *)j->y + p * j->K, j->K, j->lg);
+}
+
+static void row_range_f64(void *ctx, int64_t b, int64_t e)
+{
+  const RowJob *j = ctx;
+  for (int64_t p = b; p < e; p++)
+    row_f64((const double *)j->x + p * j->K, (double *)j->y + p * j->K, j->K, j->lg);
+}
+
+/* unit u = (p, column chunk) */
+#define COL_RANGE(sfx, T) \
+  static void col_range_##sfx(void *ctx, int64_t b, int64_t e) { \
+    const RowJob *j = ctx; \
+    for (int64_t u = b; u < e; u++) { \
+      int64_t p = u / j->nch, c0 = (u % j->nch) * ROW_W, mc = j->M - c0 < ROW_W ? j->M - c0 : ROW_W; \
+      int64_t off = p * j->K * j->M + c0; \
+      col_##sfx((const T *)j->x + off, (T *)j->y + off, j->K, j->M, mc, j->lg); } }
+COL_RANGE(f32, float) COL_RANGE(f64, double)
+
+int rt_kern_row(RtCall *c, td_tensor *out)
+{
+  int64_t d = c->attrs.i[0];
+  td_tensor *x = rt_as_contig(c->in[0]);
+  if (!x) return TD_ERR_NOMEM;
+  RowJob j = { .x = rt_ptr(x), .y = rt_ptr(out), .P = 1, .K = 1, .M = 1, .lg = c->op == RT_OP_LOG_SOFTMAX };
+  for (int i = 0; i < x->ndim; i++) {
+    if (i < d) j.P *= x->sizes[i];
+    else if (i == d) j.K = x->sizes[i];
+    else j.M *= x->sizes[i];
+  }
+  bool f32 = x->scalar_type == TD_FLOAT32;
+  if (out->nelem > 0) {
+    if (j.M == 1) {
+      int64_t g = j.K >= ROW_GRAIN ? 1 : ROW_GRAIN / j.K;
+      rt_parallel_for(j.P, g, f32 ? row_range_f32 : row_range_f64, &j);
+    } else {
+      j.nch = (j.M + ROW_W - 1) / ROW_W;
+      int64_t work = j.K * (j.M < ROW_W ? j.M : ROW_W);
+      rt_parallel_for(j.P * j.nch, work >= ROW_GRAIN ? 1 : ROW_GRAIN / work, f32 ? col_range_f32 : col_range_f64, &j);
+    }
+  }
+  td_release(x);
+  return 0;
+}
