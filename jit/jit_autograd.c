@@ -349,6 +349,42 @@ static int run_node(JitNode *n, const Capture *cap, int retain_graph, int create
   return rc;
 }
 
+/* autograd.grad runs only the nodes that lead to a requested input: a node is
+** captured when its output is an input, and run when an input is reachable
+** through its edges. The producers of a node that is not run cannot reach an
+** input either, and may belong to a graph already freed by an earlier backward. */
+enum { JIT_NEED_UNSEEN = -1, JIT_NEED_OPEN = -2, JIT_NEED_CAPTURE = 1, JIT_NEED_RUN = 2 };
+
+static int mark_needed(const NodeVec *all, const Capture *cap)
+{
+  NodeVec st = { 0 };
+  int rc = 0;
+  for (int r = 0; r < all->n; r++) all->v[r]->needed = JIT_NEED_UNSEEN;
+  for (int r = 0; r < all->n && !rc; r++) {
+    if (all->v[r]->needed != JIT_NEED_UNSEEN) continue;
+    rc = vec_push(&st, all->v[r]);
+    while (!rc && st.n) {            /* iterative post-order: producers before consumers */
+      JitNode *x = st.v[st.n - 1];
+      if (x->needed == JIT_NEED_UNSEEN) {
+        x->needed = JIT_NEED_OPEN;
+        for (int i = 0; i < x->nin && !rc; i++)
+          if (x->edge[i].node && x->edge[i].node->needed == JIT_NEED_UNSEEN) rc = vec_push(&st, x->edge[i].node);
+        continue;
+      }
+      st.n--;
+      if (x->needed != JIT_NEED_OPEN) continue;      /* finished through another consumer */
+      int need = capture_index(cap, NULL, x) >= 0 ? JIT_NEED_CAPTURE : 0;
+      for (int i = 0; i < x->nin; i++) {
+        const JitEdge *e = &x->edge[i];
+        if ((e->leaf && capture_index(cap, e->leaf, NULL) >= 0) || (e->node && e->node->needed > 0)) need |= JIT_NEED_RUN;
+      }
+      x->needed = need;
+    }
+  }
+  free(st.v);
+  return rc;
+}
+
 TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *grads,
                        int nin, td_tensor *const *inputs, td_tensor **results,
                        int retain_graph, int create_graph)
@@ -395,6 +431,7 @@ TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *gr
       p->deps++;
     }
   }
+  if (!rc && cap) rc = mark_needed(&all, cap);
   /* 3. seed and run in dependency order */
   int prev = td_set_grad_enabled(create_graph);
   for (int i = 0; i < nout && !rc; i++) {
@@ -411,15 +448,13 @@ TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *gr
   }
   while (!rc && ready.n) {
     JitNode *x = ready.v[--ready.n];
-    if (cap) {
+    if (cap && (x->needed & JIT_NEED_CAPTURE) && x->gacc) {
       int j = capture_index(cap, NULL, x);
-      if (j >= 0 && x->gacc) {
-        td_tensor *s = grad_sum(cap->results[j], x->gacc);
-        if (!s) { rc = TD_ERR_NOMEM; break; }
-        td_release(cap->results[j]); cap->results[j] = s;
-      }
+      td_tensor *s = grad_sum(cap->results[j], x->gacc);
+      if (!s) { rc = TD_ERR_NOMEM; break; }
+      td_release(cap->results[j]); cap->results[j] = s;
     }
-    rc = run_node(x, cap, retain_graph, create_graph, &ready);
+    if (!cap || (x->needed & JIT_NEED_RUN)) rc = run_node(x, cap, retain_graph, create_graph, &ready);
     td_release(x->gacc); x->gacc = NULL;
   }
   td_set_grad_enabled(prev);

@@ -35,6 +35,7 @@ typedef struct RtNode {
   /* engine scratch for one backward pass */
   uint64_t epoch;
   int32_t deps;
+  int32_t needed;                /* autograd.grad: JIT_NEED_* (jit_autograd.c) */
   td_tensor *gacc;
   JitEdge edge[];
 } JitNode;

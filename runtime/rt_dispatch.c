@@ -129,6 +129,7 @@ static td_tensor *call_run(RtCall *c)
     out = rt_tensor_alloc();            /* the view kernel fills the geometry */
     if (!out) return NULL;
     out->scalar_type = c->scalar_type;
+    out->flags = TD_TF_VIEW;
   } else {
     for (int i = 0; i < c->nin; i++)
       if (!c->in[i]->ptr)
@@ -186,19 +187,22 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
     if (out->strides[d] == 0 && out->sizes[d] > 1)
       return rt_err(TD_ERR_ARG, "%s_: more than one element of the destination of shape %s refers to the same "
                     "memory (dim %d is expanded); clone() it first", name, RT_SHAPE(out), d + 1);
-  bool grad = td_grad_enabled() && (out->flags & TD_TF_REQUIRES_GRAD || jit_grad_wants(&c));
+  /* an integer or bool destination never requires grad (copy_ of a float that does) */
+  bool grad = td_grad_enabled() && rt_is_float(out->scalar_type) &&
+              (out->flags & TD_TF_REQUIRES_GRAD || jit_grad_wants(&c));
   if (grad && !out->rt_grad_fn && (out->flags & TD_TF_REQUIRES_GRAD))
     return rt_err(TD_ERR_GRAD, "%s_: a leaf tensor that requires grad is used in an in-place operation "
                   "(wrap the update in tide.no_grad)", name);
   if (grad && out->rt_base)
     return rt_err(TD_ERR_GRAD, "%s_: in-place update of a view of a tensor that requires grad is not "
                   "supported; use an out-of-place op", name);
-  /* out gains history here; other tensors sharing its memory (its base, when
-  ** out is a view) would silently miss it */
-  if (grad && !(out->flags & TD_TF_REQUIRES_GRAD) && out->rt_storage && out->rt_storage->refcount > 1)
-    return rt_err(TD_ERR_GRAD, "%s_: writing a value that requires grad into a view (a tensor sharing memory "
-                  "with others) is not supported: the other tensors would not see its gradient; build the "
-                  "result out of place (tide.cat, tide.where, ...)", name);
+  /* out gains history here; its base, when out is a view of a live tensor,
+  ** would silently miss it */
+  if (grad && !(out->flags & TD_TF_REQUIRES_GRAD) && (out->flags & TD_TF_VIEW) &&
+      out->rt_storage && out->rt_storage->refcount > 1)
+    return rt_err(TD_ERR_GRAD, "%s_: writing a value that requires grad into a view of another tensor is "
+                  "not supported: the base tensor would not see its gradient; build the result out of place "
+                  "(tide.cat, tide.where, ...)", name);
   /* Elementwise kernels write through out's strides when no input overlaps it
   ** at a different position; everything else goes through a temporary. */
   bool direct = oi->kind == RT_K_EW && c.scalar_type == out->scalar_type;
@@ -291,8 +295,9 @@ SHAPE_OP(td_expand, RT_OP_EXPAND, "expand")
 TD_API td_tensor *td_reshape(td_tensor *a, int n, const int64_t *s)
 {
   td_tensor *v = td_view(a, n, s);
-  if (v || !a || rt_numel(n, s) < 0) return v;
-  /* not viewable with these strides: copy, then view (fails with the view's message if sizes mismatch) */
+  if (v || !a) return v;
+  /* not viewable with these strides: copy, then view (fails with the view's
+  ** message when the sizes themselves are invalid) */
   td_tensor *c = op1(RT_OP_COPY, a);
   if (!c) return NULL;
   v = td_view(c, n, s);

@@ -43,6 +43,10 @@ int rt_meta_ew(RtCall *c)
         c->cdtype = c->scalar_type = rt_default_float;
     }
   }
+  if (c->op == RT_OP_POW && !rt_is_float(c->cdtype) && (c->in[1]->flags & TD_TF_WRAPPED_NUMBER) &&
+      rt_load(c->in[1]->ptr, c->in[1]->scalar_type) < 0)
+    return rt_err(TD_ERR_ARG, "pow: integers to negative integer powers are not allowed (exponent %g; "
+                  "convert the base to float first)", rt_load(c->in[1]->ptr, c->in[1]->scalar_type));
   c->ndim = c->in[0]->ndim;
   memcpy(c->sizes, c->in[0]->sizes, sizeof c->sizes);
   for (int i = 1; i < c->nin; i++)

@@ -46,35 +46,68 @@ RED_SIMD float expf(float);
 
 /* -- Fold kernels ---------------------------------------------------------------------------- */
 
-/* Fold m elements x[0..m) into acc[0..m). Element j has index i0 (+ j if `lanes`;
-** arg family only); cen[0..m) are per-output centers (var, logsumexp); p is norm's p. */
-typedef void (*RedColFn)(const char *x, int64_t m, void *acc, int64_t *idx, int64_t i0, int lanes,
-                         const double *cen, double p);
-/* Fold n short rows: acc[j] (+)= x[j*xs + 0..K) in order, index k (arg family). */
+/* Fold nr rows of m elements, row k at x + k*rs, into acc[0..m): acc[j] (+)= x[k][j].
+** Four rows are combined before touching acc, (t0 (+) t1) (+) (t2 (+) t3), which
+** quarters the accumulator traffic of column reductions. Arg family: element
+** x[k][j] has index i0 + k, or i0 + j when `lanes` (one row spread over lanes).
+** cen[0..m) are per-output centers (var, logsumexp); p is norm's p. */
+typedef void (*RedColFn)(const char *x, int64_t m, int64_t nr, int64_t rs, void *acc, int64_t *idx,
+                         int64_t i0, int lanes, const double *cen, double p);
+/* Fold n short rows in order: acc[j] (+)= x[j*xs + 0..K); arg index k. */
 typedef void (*RedRowsFn)(const char *x, int64_t K, int64_t n, int64_t xs, void *acc, int64_t *idx,
                           const double *cen, double p);
 typedef void (*RedCombFn)(void *acc, int64_t *idx, const void *b, const int64_t *bi, int64_t m);
 typedef void (*RedInitFn)(void *acc, int64_t *idx, int64_t m);
 
-#define R_PLUS(a, b)  ((a) + (b))
-#define R_TIMES(a, b) ((a) * (b))
-#define R_MAX(a, b)   ((!((b) <= (a)) & ((a) == (a))) ? (b) : (a))   /* a NaN sticks */
-#define R_MIN(a, b)   ((!((b) >= (a)) & ((a) == (a))) ? (b) : (a))
+#define R_PLUS(a, b)   ((a) + (b))
+#define R_TIMES(a, b)  ((a) * (b))
+#define R_MAX(a, b)    ((!((b) <= (a)) & ((a) == (a))) ? (b) : (a))   /* a NaN sticks */
+#define R_MIN(a, b)    ((!((b) >= (a)) & ((a) == (a))) ? (b) : (a))
 #define R_IPLUS(a, b)  ((int64_t)((uint64_t)(a) + (uint64_t)(b)))   /* wraps, as PyTorch */
 #define R_ITIMES(a, b) ((int64_t)((uint64_t)(a) * (uint64_t)(b)))
+#define R_ID(x, j, cen, p) (x)
 
-#define COL_ARGS const char *x_, int64_t m, void *acc_, int64_t *restrict idx, int64_t i0, int lanes, \
-                 const double *restrict cen, double p
-#define COL_UNUSED (void)idx; (void)i0; (void)lanes; (void)cen; (void)p
+#define COL_ARGS const char *x_, int64_t m, int64_t nr, int64_t rs, void *acc_, int64_t *restrict idx, \
+                 int64_t i0, int lanes, const double *restrict cen, double p
 #define ROWS_ARGS const char *x_, int64_t K, int64_t n, int64_t xs, void *acc_, int64_t *restrict idx, \
                   const double *restrict cen, double p
-#define ROWS_UNUSED (void)idx; (void)cen; (void)p
+
+/* The blocked column fold: element type T, accumulator A, TERM(x, j, cen, p) the
+** value of element x for output slot j, COMB the combine. */
+#define COL_BODY(T, A, TERM, COMB) \
+  const T *x = (const T *)x_; A *restrict acc = acc_; \
+  (void)idx; (void)i0; (void)lanes; (void)cen; (void)p; \
+  int64_t k = 0; \
+  for (; k + 4 <= nr; k += 4) { \
+    const T *restrict x0 = x + k * rs, *restrict x1 = x0 + rs, *restrict x2 = x1 + rs, *restrict x3 = x2 + rs; \
+    for (int64_t j = 0; j < m; j++) { \
+      A t0 = TERM(x0[j], j, cen, p), t1 = TERM(x1[j], j, cen, p); \
+      A t2 = TERM(x2[j], j, cen, p), t3 = TERM(x3[j], j, cen, p); \
+      acc[j] = COMB(acc[j], COMB(COMB(t0, t1), COMB(t2, t3))); } } \
+  for (; k < nr; k++) { \
+    const T *restrict xk = x + k * rs; \
+    for (int64_t j = 0; j < m; j++) acc[j] = COMB(acc[j], TERM(xk[j], j, cen, p)); }
+
+/* Short rows, each folded in order; four rows at a time for independent chains */
+#define ROWS_BODY(T, A, TERM, COMB) \
+  A *restrict acc = acc_; (void)idx; (void)cen; (void)p; \
+  int64_t j = 0; \
+  for (; j + 4 <= n; j += 4) { \
+    const T *x0 = (const T *)x_ + j * xs, *x1 = x0 + xs, *x2 = x1 + xs, *x3 = x2 + xs; \
+    A a0 = acc[j], a1 = acc[j + 1], a2 = acc[j + 2], a3 = acc[j + 3]; \
+    for (int64_t k = 0; k < K; k++) { \
+      a0 = COMB(a0, TERM(x0[k], j, cen, p)); a1 = COMB(a1, TERM(x1[k], j + 1, cen, p)); \
+      a2 = COMB(a2, TERM(x2[k], j + 2, cen, p)); a3 = COMB(a3, TERM(x3[k], j + 3, cen, p)); } \
+    acc[j] = a0; acc[j + 1] = a1; acc[j + 2] = a2; acc[j + 3] = a3; } \
+  for (; j < n; j++) { \
+    const T *xr = (const T *)x_ + j * xs; A a = acc[j]; \
+    for (int64_t k = 0; k < K; k++) a = COMB(a, TERM(xr[k], j, cen, p)); \
+    acc[j] = a; }
 
 /* exp of a double: float32 inputs use expf (8 lanes per libmvec call) */
 #define R_EXP(z) _Generic((elem_t)0, float: (double)expf((float)(z)), default: exp(z))
 
-/* Double family, float32/float64 inputs: _(NAME, init, term of v = x[..], combine);
-** j is the output slot (a column, or a row of the short-row fold) */
+/* Double family, float32/float64 inputs: _(NAME, init, term of v (output slot j), combine) */
 #define RED_DOPS(_) \
   _(SUM,   0.0,       v,                           R_PLUS) \
   _(PROD,  1.0,       v,                           R_TIMES) \
@@ -95,18 +128,13 @@ enum {
   RA__N
 };
 
-#define DEF_DCOL(NAME, TERM, COMB, sfx, T) \
-  static void dcol_##NAME##_##sfx(COL_ARGS) { \
-    typedef T elem_t; const T *restrict x = (const T *)x_; double *restrict acc = acc_; COL_UNUSED; \
-    for (int64_t j = 0; j < m; j++) { double v = x[j]; acc[j] = COMB(acc[j], (TERM)); } } \
-  static void drows_##NAME##_##sfx(ROWS_ARGS) { \
-    typedef T elem_t; double *restrict acc = acc_; ROWS_UNUSED; \
-    for (int64_t j = 0; j < n; j++) { \
-      const T *x = (const T *)x_ + j * xs; double a = acc[j]; \
-      for (int64_t k = 0; k < K; k++) { double v = x[k]; a = COMB(a, (TERM)); } \
-      acc[j] = a; } }
+#define DEF_DT(NAME, TERM, COMB, sfx, T) \
+  static inline double dterm_##NAME##_##sfx(T x, int64_t j, const double *restrict cen, double p) { \
+    typedef T elem_t; double v = x; (void)j; (void)cen; (void)p; return (TERM); } \
+  static void dcol_##NAME##_##sfx(COL_ARGS) { COL_BODY(T, double, dterm_##NAME##_##sfx, COMB) } \
+  static void drows_##NAME##_##sfx(ROWS_ARGS) { ROWS_BODY(T, double, dterm_##NAME##_##sfx, COMB) }
 #define DEF_D(NAME, INIT, TERM, COMB) \
-  DEF_DCOL(NAME, TERM, COMB, f32, float) DEF_DCOL(NAME, TERM, COMB, f64, double) \
+  DEF_DT(NAME, TERM, COMB, f32, float) DEF_DT(NAME, TERM, COMB, f64, double) \
   static void dcomb_##NAME(void *a_, int64_t *ai, const void *b_, const int64_t *bi, int64_t m) { \
     double *a = a_; const double *b = b_; (void)ai; (void)bi; \
     for (int64_t j = 0; j < m; j++) a[j] = COMB(a[j], b[j]); } \
@@ -123,15 +151,8 @@ static const struct { RedColFn col[2]; RedRowsFn rows[2]; RedCombFn comb; RedIni
 
 /* Integer family (sum, prod of int64; smaller integer types are widened first) */
 #define DEF_I(NAME, INIT, COMB) \
-  static void icol_##NAME(COL_ARGS) { \
-    const int64_t *restrict x = (const int64_t *)x_; int64_t *restrict acc = acc_; COL_UNUSED; \
-    for (int64_t j = 0; j < m; j++) acc[j] = COMB(acc[j], x[j]); } \
-  static void irows_##NAME(ROWS_ARGS) { \
-    int64_t *restrict acc = acc_; ROWS_UNUSED; \
-    for (int64_t j = 0; j < n; j++) { \
-      const int64_t *x = (const int64_t *)x_ + j * xs; int64_t a = acc[j]; \
-      for (int64_t k = 0; k < K; k++) a = COMB(a, x[k]); \
-      acc[j] = a; } } \
+  static void icol_##NAME(COL_ARGS) { COL_BODY(int64_t, int64_t, R_ID, COMB) } \
+  static void irows_##NAME(ROWS_ARGS) { ROWS_BODY(int64_t, int64_t, R_ID, COMB) } \
   static void icomb_##NAME(void *a_, int64_t *ai, const void *b_, const int64_t *bi, int64_t m) { \
     int64_t *a = a_; const int64_t *b = b_; (void)ai; (void)bi; \
     for (int64_t j = 0; j < m; j++) a[j] = COMB(a[j], b[j]); } \
@@ -150,15 +171,8 @@ DEF_I(PROD, 1, R_ITIMES)
 
 /* max/min values only (amax/amin; max/min over several dims) */
 #define DEF_N(sfx, T, LO, HI, NAME, ISMAX, COMB) \
-  static void ncol_##NAME##_##sfx(COL_ARGS) { \
-    const T *restrict x = (const T *)x_; T *restrict acc = acc_; COL_UNUSED; \
-    for (int64_t j = 0; j < m; j++) acc[j] = COMB(acc[j], x[j]); } \
-  static void nrows_##NAME##_##sfx(ROWS_ARGS) { \
-    T *restrict acc = acc_; ROWS_UNUSED; \
-    for (int64_t j = 0; j < n; j++) { \
-      const T *x = (const T *)x_ + j * xs; T a = acc[j]; \
-      for (int64_t k = 0; k < K; k++) a = COMB(a, x[k]); \
-      acc[j] = a; } } \
+  static void ncol_##NAME##_##sfx(COL_ARGS) { COL_BODY(T, T, R_ID, COMB) } \
+  static void nrows_##NAME##_##sfx(ROWS_ARGS) { ROWS_BODY(T, T, R_ID, COMB) } \
   static void ncomb_##NAME##_##sfx(void *a_, int64_t *ai, const void *b_, const int64_t *bi, int64_t m) { \
     T *a = a_; const T *b = b_; (void)ai; (void)bi; \
     for (int64_t j = 0; j < m; j++) a[j] = COMB(a[j], b[j]); } \
@@ -173,13 +187,15 @@ RED_NTYPES(DEF_N, MIN, 0, R_MIN)
 #define A_MIN(a, v) (!((v) >= (a)) & ((a) == (a)))
 #define DEF_A(sfx, T, LO, HI, NAME, ISMAX, BETTER, CMP) \
   static void acol_##NAME##_##sfx(COL_ARGS) { \
-    const T *restrict x = (const T *)x_; T *restrict acc = acc_; (void)cen; (void)p; \
-    if (lanes) for (int64_t j = 0; j < m; j++) { \
-      T v = x[j], a = acc[j]; int t = BETTER(a, v) | (idx[j] < 0); \
-      acc[j] = t ? v : a; idx[j] = t ? i0 + j : idx[j]; } \
-    else for (int64_t j = 0; j < m; j++) { \
-      T v = x[j], a = acc[j]; int t = BETTER(a, v) | (idx[j] < 0); \
-      acc[j] = t ? v : a; idx[j] = t ? i0 : idx[j]; } } \
+    T *restrict acc = acc_; (void)cen; (void)p; \
+    for (int64_t k = 0; k < nr; k++) { \
+      const T *restrict x = (const T *)x_ + k * rs; \
+      if (lanes) for (int64_t j = 0; j < m; j++) { \
+        T v = x[j], a = acc[j]; int t = BETTER(a, v) | (idx[j] < 0); \
+        acc[j] = t ? v : a; idx[j] = t ? i0 + j : idx[j]; } \
+      else for (int64_t j = 0; j < m; j++) { \
+        T v = x[j], a = acc[j]; int t = BETTER(a, v) | (idx[j] < 0); \
+        acc[j] = t ? v : a; idx[j] = t ? i0 + k : idx[j]; } } } \
   static void arows_##NAME##_##sfx(ROWS_ARGS) { \
     T *restrict acc = acc_; (void)cen; (void)p; \
     for (int64_t j = 0; j < n; j++) { \
@@ -390,7 +406,7 @@ static int64_t red_segment(const RedJob *j, int64_t item, int64_t s, char *acc, 
       int64_t run = K - k < end - pos ? K - k : end - pos;
       const char *px = j->x + (xoff + roff + k) * es;
       for (int64_t b = 0; b < run; b += RED_W)
-        j->f.col(px + b * es, run - b < RED_W ? run - b : RED_W, acc, idx, pos + b, 1, cen, j->p);
+        j->f.col(px + b * es, run - b < RED_W ? run - b : RED_W, 1, 0, acc, idx, pos + b, 1, cen, j->p);
       pos += run; k = 0;
       roff = red_row_next(pl, roff, ri);
     }
@@ -410,10 +426,13 @@ static int64_t red_segment(const RedJob *j, int64_t item, int64_t s, char *acc, 
   int64_t r = s * j->rows_seg, end = r + j->rows_seg;
   if (end > pl->rtotal) end = pl->rtotal;
   const double *cen = j->cen ? j->cen + *ooff : NULL;
-  int64_t roff = red_row_start(pl, r, ri);
-  for (; r < end; r++) {
-    j->f.col(j->x + (xoff + roff) * es, mc, acc, idx, r, 0, cen, j->p);
-    roff = red_row_next(pl, roff, ri);
+  /* runs of rows along the innermost reduced dim, one fold call each */
+  int last = pl->nr - 1;
+  while (r < end) {
+    int64_t roff = red_row_start(pl, r, ri), run = end - r;
+    if (last >= 0 && pl->rsz[last] - ri[last] < run) run = pl->rsz[last] - ri[last];
+    j->f.col(j->x + (xoff + roff) * es, mc, run, last >= 0 ? pl->rxs[last] : 0, acc, idx, r, 0, cen, j->p);
+    r += run;
   }
   return mc;
 }

@@ -43,9 +43,9 @@ typedef struct {
   bool lg;                        /* log_softmax */
 } RowJob;
 
-/* Row case, y[0..K) = softmax(x[0..K)) or log_softmax:
-**   m = max x;  e = exp(x - m) (into y);  s = sum e (double lanes)
-**   softmax: y = e / s;  log_softmax: y = x - (m + log s) */
+/* Row case, y[0..K) = softmax(x[0..K)) or log_softmax, two passes over x:
+**   m = max x (ROW_W lanes);  y = e = exp(x - m), s = sum e (double lanes, same pass)
+**   softmax: y = e / s (in cache);  log_softmax: y = x - (m + log s) */
 #define DEF_ROW(sfx, T, EXP) \
   static void row_##sfx(const T *restrict x, T *restrict y, int64_t K, bool lg) { \
     T l[ROW_W]; double s[ROW_W]; \
@@ -56,10 +56,9 @@ typedef struct {
       for (j = 0; j < n; j++) l[j] = R_MAX(l[j], x[i + j]); } \
     for (j = 1; j < nl; j++) l[0] = R_MAX(l[0], l[j]); \
     T m = l[0]; \
-    for (i = 0; i < K; i++) y[i] = EXP(x[i] - m); \
     for (i = 0; i < K; i += ROW_W) { \
       int64_t n = K - i < ROW_W ? K - i : ROW_W; \
-      for (j = 0; j < n; j++) s[j] += y[i + j]; } \
+      for (j = 0; j < n; j++) { T e = EXP(x[i + j] - m); y[i + j] = e; s[j] += e; } } \
     for (int64_t h; nl > 1; nl = h) { h = (nl + 1) / 2; for (j = 0; j < nl - h; j++) s[j] += s[j + h]; } \
     if (!lg) { T inv = (T)(1.0 / s[0]); for (i = 0; i < K; i++) y[i] *= inv; } \
     else { T lse = (T)(m + log(s[0])); for (i = 0; i < K; i++) y[i] = x[i] - lse; } }

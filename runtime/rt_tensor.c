@@ -101,7 +101,7 @@ td_tensor *rt_tensor_new(int ndim, const int64_t *size, int dtype)
   td_tensor *t = rt_tensor_alloc();
   if (!t) { rt_storage_release(s); return NULL; }
   t->ndim = ndim; t->scalar_type = dtype; t->device_type = TD_CPU;
-  memcpy(t->sizes, size, ndim * sizeof *size);
+  if (ndim) memcpy(t->sizes, size, ndim * sizeof *size);
   rt_tensor_contig_strides(ndim, size, t->strides);
   t->nelem = n; t->rt_storage = s; t->ptr = s->ptr;
   return t;
@@ -113,8 +113,7 @@ td_tensor *rt_tensor_alias(td_tensor *src, int ndim, const int64_t *size,
   td_tensor *t = rt_tensor_alloc();
   if (!t) return NULL;
   t->ndim = ndim; t->scalar_type = src->scalar_type; t->device_type = src->device_type;
-  memcpy(t->sizes, size, ndim * sizeof *size);
-  memcpy(t->strides, stride, ndim * sizeof *stride);
+  if (ndim) { memcpy(t->sizes, size, ndim * sizeof *size); memcpy(t->strides, stride, ndim * sizeof *stride); }
   t->offset = offset; t->nelem = rt_numel(ndim, size);
   t->rt_storage = src->rt_storage;
   if (t->rt_storage) {

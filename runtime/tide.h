@@ -75,7 +75,8 @@ typedef struct td_tensor {
 enum {
   TD_TF_REQUIRES_GRAD = 1,       /* autograd tracks this tensor */
   TD_TF_WRAPPED_NUMBER = 2,      /* a Lua/C number turned into a 0-dim tensor */
-  TD_TF_RETAIN_GRAD = 4          /* non-leaf keeps its .grad */
+  TD_TF_RETAIN_GRAD = 4,         /* non-leaf keeps its .grad */
+  TD_TF_VIEW = 8                 /* made by a view op: shares its base tensor's memory */
 };
 
 /* Op attributes: one struct for every op; each op reads the fields it needs. */

@@ -6,40 +6,28 @@ indices and class labels are 1-based, as in Torch7 and Lua.
 local core = require "tide.core"
 local tensor = require "tide.tensor"
 local ffi, C = core.ffi, core.C
-local wrap, check, is_tensor = core.wrap, core.check, core.is_tensor
+local wrap, check, is_tensor, raise = core.wrap, core.check, core.is_tensor, core.raise
 local T, shape_of, argerr = tensor.Tensor, tensor.shape_of, tensor.argerr
 
 local tide = { Tensor = T, C = C, is_tensor = is_tensor }
 
--- tide.exp(x), tide.add(a, b), ... for every method that takes the tensor first.
--- The function form checks its first argument (a method call always has a
--- tensor there); a number is let through when a tensor follows (tide.sub(1, x)).
-for name, f in pairs(T) do
-  tide[name] = function(x, ...)
-    if not is_tensor(x) and not (type(x) == "number" and is_tensor((...))) then
-      argerr(1, name, "Tensor", x)
-    end
-    if is_tensor(x) and x.p == nil then raise(("%s: Tensor used after free()"):format(name)) end
-    return f(x, ...)
-  end
-end
 -- dtype names win over the same-named conversion methods (tide.float is a dtype, x:float() converts)
 for name, d in pairs(core.dtypes) do tide[name] = d end
 for _, n in ipairs { "where", "cat", "concat", "concatenate", "stack", "embedding", "one_hot" } do tide[n] = tensor[n] end
 
 -- -- Creation -------------------------------------------------------------------------------
 
-local raise, shape_at = core.raise, tensor.shape_at
+local shape_at = tensor.shape_at
 local TD_MAX_DIMS = 8
 
 -- Split (shape..., opts) arguments: a trailing table with string keys is the options.
 local function split_opts(fname, ...)
   local n = select("#", ...)
   local last = n > 0 and select(n, ...) or nil
-  if type(last) == "table" and next(last) ~= nil and last[1] == nil then
+  -- zeros({}) is 0-dim; zeros(2, {}) and zeros({2}, {}) take empty options
+  if type(last) == "table" and last[1] == nil and (next(last) ~= nil or n > 1) then
     return shape_at(3, fname, unpack({ ... }, 1, n - 1)), last
   end
-  if type(last) == "table" and next(last) == nil and n == 1 then return {}, {} end
   return shape_at(3, fname, ...), {}
 end
 
@@ -266,8 +254,6 @@ function tide.set_num_threads(n) check(C.td_set_num_threads(n)) end
 function tide.get_num_threads() return C.td_get_num_threads() end
 function tide.live_bytes() return tonumber(C.td_live_bytes()) end
 function tide.empty_cache() C.td_empty_cache() end
-function tide.is_floating_point(x) return x:is_floating_point() end
-function tide.numel(x) return x:numel() end
 
 tide.autograd = require "tide.autograd"
 tide.no_grad, tide.enable_grad, tide.set_grad_enabled, tide.is_grad_enabled =
@@ -277,5 +263,22 @@ tensor.index_get = require("tide.index").get
 tensor.index_set = require("tide.index").set
 tensor.tostring = require("tide.print").tostring
 ffi.metatype(core.Handle, tensor.mt)
+
+-- tide.exp(x), tide.add(a, b), ... for every method that takes the tensor first.
+-- The function form checks its first argument (a method call always has a
+-- tensor there); a number is let through when a tensor follows (tide.sub(1, x)).
+-- Runs last, so methods other modules add (autograd's backward) are included;
+-- names tide already has (dtypes, where, cat, ...) are kept.
+for name, f in pairs(T) do
+  if tide[name] == nil then
+    tide[name] = function(x, ...)
+      if not is_tensor(x) and not (type(x) == "number" and is_tensor((...))) then
+        argerr(1, name, "Tensor", x)
+      end
+      if is_tensor(x) and x.p == nil then raise(("%s: Tensor used after free()"):format(name)) end
+      return f(x, ...)
+    end
+  end
+end
 
 return tide

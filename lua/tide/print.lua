@@ -124,12 +124,6 @@ local function formatter(vals, st)
   end, max_width
 end
 
--- "mul_backward" -> "MulBackward0", the name PyTorch gives the node's class
-local function grad_fn_name(s)
-  local base = s:gsub("_backward$", "")
-  return base:gsub("^%l", string.upper):gsub("_(%w)", string.upper) .. "Backward0"
-end
-
 -- Append suffixes, moving one to a new line when the line would pass 80 columns
 -- (PyTorch's _add_suffixes, including its count of the last line's length).
 local function add_suffixes(s, suffixes, indent)
@@ -194,7 +188,7 @@ function M.tostring(x)
     if nd == 0 then body = nextval() else body = render(1, indent) end
   end
   local gf = x.grad_fn
-  if gf then suffixes[#suffixes + 1] = "grad_fn=<" .. grad_fn_name(gf) .. ">"
+  if gf then suffixes[#suffixes + 1] = "grad_fn=<" .. gf .. ">"
   elseif x.requires_grad then suffixes[#suffixes + 1] = "requires_grad=True" end
   return add_suffixes(prefix .. body, suffixes, indent)
 end

@@ -273,7 +273,13 @@ getters.device = function(x) return x.device_type == 0 and "cpu" or "opencl" end
 getters.requires_grad = function(x) return C.td_requires_grad(x.p) ~= 0 end
 getters.is_leaf = function(x) return C.td_is_leaf(x.p) ~= 0 end
 getters.grad = function(x) local g = C.td_grad(x.p); if g ~= nil then return wrap(g) end end
-getters.grad_fn = function(x) local s = C.td_grad_fn_name(x.p); if s ~= nil then return ffi.string(s) end end
+-- the node's rule "mul_backward" shows as "MulBackward0", the name PyTorch gives it
+getters.grad_fn = function(x)
+  local s = C.td_grad_fn_name(x.p)
+  if s == nil then return nil end
+  local base = ffi.string(s):gsub("_backward$", "")
+  return base:gsub("^%l", string.upper):gsub("_(%w)", string.upper) .. "Backward0"
+end
 getters._version = function(x) return tonumber(C.td_version(x.p)) end
 getters.T = function(x) return T.permute(x, (function() local p = {} for i = x.ndim, 1, -1 do p[#p + 1] = i end return p end)()) end
 getters.data = function(x) return T.detach(x) end

@@ -163,9 +163,22 @@ describe("tensor autograd state", function()
     assert.is_false(x.requires_grad)
     local y = leaf { 1 } * 2
     H.raises(function() y:requires_grad_(false) end, "only change requires_grad of leaf tensors")
-    -- integer results of float inputs never require grad
+    -- integer results of float inputs never require grad, also when written in place
     assert.is_false((leaf { 1.5 }):gt(1).requires_grad)
     assert.is_false((leaf { 1.5 }):long().requires_grad)
+    local i = tide.zeros(2, { dtype = "int64" })
+    i:copy_(leaf { 1.5, -2.5 })
+    assert.is_false(i.requires_grad)
+    assert.is_nil(i.grad_fn)
+    assert.same({ 1, -2 }, i:totable())
+    -- a float32 destination takes the history of a float64 source; the gradient comes back as float64
+    local s = leaf { 1.5, -2.5 }
+    local f = tide.zeros(2)
+    f:copy_(s * 3)
+    assert.is_true(f.requires_grad)
+    ;(f * f):sum():backward()
+    assert.equal("float64", s.grad.dtype.name)
+    H.close(s.grad, { 27, -45 }, 1e-5)              -- 2 (3 s) 3
   end)
 
   it("retain_grad keeps the gradient of a non-leaf", function()
@@ -196,6 +209,18 @@ describe("autograd.grad", function()
     H.close(g[2], gz, 1e-12)
     assert.is_nil(x.grad)
     assert.is_false(g[1].requires_grad)
+  end)
+
+  it("runs only the part of the graph between the outputs and the inputs", function()
+    local x = leaf { 0.5, 1, 2 }
+    local y = x * x                                  -- mul saves x, freed by the backward below
+    y:sum():backward()
+    local z = y:sin() + y * y
+    local g = grad(z:sum(), y)[1]                    -- must not run mul's rule again
+    local v = y:detach():totable()
+    H.close(g, { math.cos(v[1]) + 2 * v[1], math.cos(v[2]) + 2 * v[2], math.cos(v[3]) + 2 * v[3] }, 1e-12)
+    H.close(grad(y:sum(), y)[1], { 1, 1, 1 }, 0)     -- an output that is its own input
+    H.raises(function() grad(z:sum(), x) end, "retain_graph")   -- needs saved values freed above
   end)
 
   it("takes grad_outputs for non-scalar outputs and several outputs at once", function()
@@ -320,7 +345,13 @@ describe("in-place operations and autograd", function()
   it("writing a value that requires grad into a view is refused, not silently ungraded", function()
     local x = leaf { 1, 2 }
     local buf = tide.zeros(3, F64)
-    H.raises(function() buf[2] = x[1] * 5 end, "into a view", "not supported")
+    H.raises(function() buf[2] = x[1] * 5 end, "copy_: writing a value that requires grad into a view", "not supported")
+    H.raises(function() buf:view(3, 1):copy_(x:sum():view(1, 1)) end, "into a view")
+    -- a fresh tensor is not a view: it takes the history
+    local whole = tide.zeros(2, F64)
+    whole:copy_(x * 5)
+    whole:sum():backward()
+    H.close(x.grad, { 5, 5 }, 0)
     local y = x * 2
     H.raises(function() y[1]:mul_(3) end, "in-place update of a view of a tensor that requires grad")
   end)

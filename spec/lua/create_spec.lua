@@ -115,6 +115,8 @@ describe("constant constructors", function()
     assert.equal(0, tide.zeros().ndim)
     assert.equal(0, tide.ones({}):dim())
     assert.equal(1, tide.ones({}):item())
+    assert.same({ 2 }, tide.zeros(2, {}):size())           -- empty options
+    assert.same({ 2 }, tide.zeros({ 2 }, {}):size())
     assert.same({ 0, 3 }, shape(tide.zeros(0, 3)))
     assert.equal(0, tide.zeros(0, 3):numel())
   end)
