@@ -14,6 +14,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* -- The two loops -------------------------------------------------------------- */
+
+__attribute__((visibility("default"))) void cl_add(const float *restrict a, const float *restrict b,
+                                                  float *restrict c, long n)
+{
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; i++) c[i] = a[i] + b[i];
+}
+
+/* float accumulators, vectorized per thread (simd), combined by OpenMP */
+__attribute__((visibility("default"))) float cl_sum(const float *restrict a, long n)
+{
+  float s = 0;
+#pragma omp parallel for simd schedule(static) reduction(+:s)
+  for (long i = 0; i < n; i++) s += a[i];
+  return s;
+}
+
+#ifndef C_LOOPS_LIB
+
 static int cmp(const void *x, const void *y)
 {
   double a = *(const double *)x, b = *(const double *)y;
@@ -52,22 +72,19 @@ int main(int argc, char **argv)
   /* add: c = a + b, 3 warm-up passes then reps timed passes */
   for (int r = -3; r < reps; r++) {
     double t0 = omp_get_wtime();
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) c[i] = a[i] + b[i];
+    cl_add(a, b, c, n);
     if (r >= 0) t[r] = omp_get_wtime() - t0;
   }
   report("add", th, t, reps, 12.0 * n, c[n - 1]);
 
-  /* sum: float accumulators, vectorized per thread (simd), combined by OpenMP */
   volatile float sink = 0;
   for (int r = -3; r < reps; r++) {
     double t0 = omp_get_wtime();
-    float s = 0;
-#pragma omp parallel for simd schedule(static) reduction(+:s)
-    for (long i = 0; i < n; i++) s += a[i];
+    sink = cl_sum(a, n);
     if (r >= 0) t[r] = omp_get_wtime() - t0;
-    sink = s;
   }
   report("sum", th, t, reps, 4.0 * n, sink);
   return 0;
 }
+
+#endif

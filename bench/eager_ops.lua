@@ -7,7 +7,13 @@ bench/eager_ops.lua -- tide's eager benchmarks from Lua, one process per call:
             (no handle, no GC), and td_op + core.wrap (handle, finalizer, GC
             pacing) without the operator's Lua dispatch.
   bw        `c = a + b` and `a:sum()` on --n float32 values (default 2^24), each
-            call timed alone, --bw-reps times (default 50) after 3 warm-ups.
+            call timed alone, --bw-reps times (default 50) after 10 warm-ups.
+  pair      (with --clib path/libc_loops.so) the same two ops alternating in one
+            process with the plain C loops of bench/c_loops.c on the same
+            buffers, first one then the other, with a 5 ms pause between calls
+            so that either thread pool is asleep while the other runs. The
+            ratio is taken per pair, which cancels most of the load other
+            processes put on the machine.
 Run by bench/run.sh; by hand, from the repository root:
   TIDE_NUM_THREADS=2 luajit bench/eager_ops.lua [--only op|bw] [--ops N] [--reps N]
 Records go to $BENCH_OUT (appended; TSV: case peer threads median min max reps
@@ -33,7 +39,7 @@ end
 
 -- -- Options -----------------------------------------------------------------------------
 
-local opt = { ops = 1e6, reps = 7, n = 2 ^ 24, ["bw-reps"] = 50, only = "all" }
+local opt = { ops = 1e6, reps = 7, n = 2 ^ 24, ["bw-reps"] = 50, only = "all", clib = "" }
 do
   local i = 1
   while arg and arg[i] do
@@ -42,8 +48,8 @@ do
     elseif k and opt[k] ~= nil then
       opt[k] = tonumber(arg[i + 1]) or arg[i + 1]; i = i + 2
     else
-      io.stderr:write("usage: luajit bench/eager_ops.lua [--only op|bw] [--ops N] [--reps N] ",
-        "[--n N] [--bw-reps N] [--breakdown]\n")
+      io.stderr:write("usage: luajit bench/eager_ops.lua [--only op|bw|pair] [--ops N] [--reps N] ",
+        "[--n N] [--bw-reps N] [--breakdown] [--clib libc_loops.so]\n")
       os.exit(2)
     end
   end
@@ -61,6 +67,14 @@ end
 
 local function record(case, peer, t, work, unit)
   local med, lo, hi = stats(t)
+  if unit == "ratio" then       -- t holds ratios, not times; work is 0
+    if out then
+      out:write(("%s\t%s\t%d\t%.9f\t%.9f\t%.9f\t%d\t0\n"):format(case, peer, threads, med, lo, hi, #t))
+      out:flush()
+    end
+    print(("%-10s %-34s t=%d median %6.3f  min %6.3f  max %6.3f"):format(case, peer, threads, med, lo, hi))
+    return
+  end
   if out then
     out:write(("%s\t%s\t%d\t%.9f\t%.9f\t%.9f\t%d\t%.0f\n"):format(case, peer, threads, med, lo, hi, #t, work))
     out:flush()
@@ -122,7 +136,7 @@ if opt.only == "all" or opt.only == "bw" then
   local b = tide.ones(n)
 
   local function time_each(fn)
-    for _ = 1, 3 do fn() end
+    for _ = 1, 10 do fn() end   -- reach the steady state: the caching allocator holds the buffers
     local t = {}
     for r = 1, reps do
       local t0 = now()
@@ -148,6 +162,48 @@ if opt.only == "all" or opt.only == "bw" then
   else
     print("sum        tide: skipped (" .. tostring(err) .. ")")
   end
+end
+
+-- -- Paired with the C loops in one process --------------------------------------------------
+
+if opt.only == "pair" then
+  ffi.cdef [[
+  void cl_add(const float *a, const float *b, float *c, long n);
+  float cl_sum(const float *a, long n);
+  int usleep(unsigned usec);
+  ]]
+  local CL = ffi.load(opt.clib)
+  local n, reps = opt.n, opt["bw-reps"]
+  local a, b, cc = tide.rand(n), tide.ones(n), tide.zeros(n)
+  local F = ffi.typeof("td_tensor_fields *")
+  local function fptr(x) return ffi.cast("float *", ffi.cast(F, x.p).ptr) end
+  local pa, pb, pc = fptr(a), fptr(b), fptr(cc)
+  local c, s, cs
+
+  local function pair(case, tide_fn, c_fn, bytes)
+    for _ = 1, 10 do tide_fn(); c_fn() end
+    local tt, tc, ratio = {}, {}, {}
+    for r = 1, reps do
+      local t0, t1, t2, t3
+      if r % 2 == 1 then
+        ffi.C.usleep(5000); t0 = now(); tide_fn(); t1 = now()
+        ffi.C.usleep(5000); t2 = now(); c_fn(); t3 = now()
+      else
+        ffi.C.usleep(5000); t2 = now(); c_fn(); t3 = now()
+        ffi.C.usleep(5000); t0 = now(); tide_fn(); t1 = now()
+      end
+      tt[r], tc[r] = t1 - t0, t3 - t2
+      ratio[r] = tc[r] / tt[r]            -- tide GB/s / C GB/s
+    end
+    record(case .. "/pair", "tide eager (Lua)", tt, bytes)
+    record(case .. "/pair", "C loop (gcc -O3 -march=native -fopenmp)", tc, bytes)
+    record(case .. "/pair", "ratio tide / C loop (GB/s, per pair)", ratio, 0, "ratio")
+  end
+
+  pair("add", function() c = a + b end, function() CL.cl_add(pa, pb, pc, n) end, 12 * n)
+  assert(math.abs(c[n]:item() - cc[n]:item()) < 1e-6, "add: tide and C disagree")
+  pair("sum", function() s = a:sum() end, function() cs = CL.cl_sum(pa, n) end, 4 * n)
+  assert(math.abs(s:item() - cs) < 1e-3 * math.abs(cs), "sum: tide and C disagree")
 end
 
 if out then out:close() end

@@ -110,10 +110,11 @@ end
 -- -- Bandwidth ------------------------------------------------------------------------------
 
 print("\n### Bandwidth on 2^24 float32 (GB/s from the median time, higher is better)\n")
+print("Cases `add/pair`, `sum/pair`: tide and the C loop alternating call by call in one process.\n")
 print("| case | peer | threads | median ms | min ms | max ms | GB/s (median) | GB/s (best) | rounds x calls |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for _, g in ipairs(order) do
-  if not g.case:match("^op_") then
+  if not g.case:match("^op_") and g.work > 0 then
     local med = median(g.meds)
     print(("| %s | %s | %d | %.3f | %.3f | %.3f | %.2f | %.2f | %d x %d |"):format(g.case, g.peer, g.threads,
       med * 1e3, g.lo * 1e3, g.hi * 1e3, gbs(g, med), gbs(g, g.lo), #g.meds, math.floor(g.reps / #g.meds)))
@@ -129,6 +130,13 @@ for _, th in ipairs(thread_counts) do
         rstr(m, lo, hi, n), m >= 0.8 and "met" or "**missed**"))
     elseif c and not t then
       print(("* threads=%d %s: tide not measured (op not available in this build)"):format(th, case))
+    end
+    local pr = find(case .. "/pair", "ratio", th)
+    if pr then
+      local pm = median(pr.meds)
+      print(("* threads=%d %s: tide / C loop GB/s, alternating call by call in one process: **%.2fx** "
+        .. "(median over rounds of the per-pair medians; rounds %.2f-%.2f, n=%d) (target >= 0.80: %s)"):format(th, case,
+        pm, math.min(unpack(pr.meds)), math.max(unpack(pr.meds)), #pr.meds, pm >= 0.8 and "met" or "**missed**"))
     end
     m, lo, hi, n = ratio(t, p, gbs)
     if m then print(("* threads=%d %s: tide / PyTorch GB/s, same round: %s"):format(th, case, rstr(m, lo, hi, n))) end

@@ -6,8 +6,9 @@
 #   BENCH_THREADS="2 1" sh bench/run.sh  each round at 2, then 1 thread
 # Each round runs, one process each: the per-op benchmarks (tide from Lua, the
 # same op from C, PyTorch from Python), then the bandwidth ones (C loop with
-# OpenMP, tide, PyTorch). Peers of one round run back to back, so the ratios
-# are taken within a round. Records (TSV) go to $BENCH_DIR/records.tsv.
+# OpenMP, tide, PyTorch, and tide alternating call by call with the C loop in
+# one process). Peers of one round run back to back, so the ratios are taken
+# within a round. Records (TSV) go to $BENCH_DIR/records.tsv.
 # Environment: TIDE_BUILD (default ./build), BENCH_THREADS ("2"), BENCH_ROUNDS (3),
 # BENCH_OPS (ops per timed loop, 1000000), BENCH_DIR ($TIDE_BUILD/bench).
 set -e
@@ -26,6 +27,7 @@ REC=$DIR/records.tsv
 
 [ -f "$BUILD/libtide.a" ] || { echo "bench: $BUILD/libtide.a not found; run 'make' first" >&2; exit 1; }
 gcc -O3 -march=native -fopenmp bench/c_loops.c -o "$DIR/c_loops"
+gcc -O3 -march=native -fopenmp -shared -fPIC -DC_LOOPS_LIB bench/c_loops.c -o "$DIR/libc_loops.so"
 gcc -O2 -Iruntime bench/c_op.c "$BUILD/libtide.a" -L/usr/lib/x86_64-linux-gnu/openblas-pthread \
   -lopenblas -lmvec -lm -lpthread -o "$DIR/c_op"
 
@@ -64,6 +66,8 @@ while [ $r -le "$ROUNDS" ]; do
     [ $HAVE_TORCH = 1 ] && (cd bench/peers && run $r env $TORCH_ENV $PY op_overhead.py --threads $T --ops "$OPS" --reps 5)
     run $r env OMP_NUM_THREADS=$T OMP_WAIT_POLICY=PASSIVE "$DIR/c_loops" 16777216 50
     run $r env TIDE_NUM_THREADS=$T luajit bench/eager_ops.lua --only bw --bw-reps 50
+    run $r env TIDE_NUM_THREADS=$T OMP_NUM_THREADS=$T OMP_WAIT_POLICY=PASSIVE \
+      luajit bench/eager_ops.lua --only pair --clib "$DIR/libc_loops.so" --bw-reps 30
     [ $HAVE_TORCH = 1 ] && (cd bench/peers && run $r env $TORCH_ENV $PY add_sum.py --threads $T --reps 50)
   done
   r=$((r + 1))

@@ -188,8 +188,20 @@ RULE(where, S0, {
 
 RULE(sum, 0, return set(k, 0, expand_back(k, G, 0));)
 RULE(mean, 0, return set(k, 0, MULN(expand_back(k, G, 0), 1.0 / reduced_count(k->n, 0)));)
-/* d prod / dx_i = prod / x_i (inputs with zeros get the limit only when unique: see README) */
-RULE(prod, S0 | SO, return set(k, 0, DIV(MUL(expand_back(k, G, 0), expand_back(k, OUT, 0)), IN(0)));)
+/* d prod / dx_i = the product of the others: prod / x_i where x_i != 0; at a
+** zero, the product of the nonzero elements if it is the only zero of its
+** group, else 0. Divisions only by nonzero values, so no NaN reaches where.
+** Second order is exact except at groups with two or more zeros. */
+RULE(prod, S0 | SO, {
+  td_tensor *x = IN(0);
+  if (!x) return TD_ERR_GRAD;
+  td_attrs at = k->n->attrs; at.keepdim = 1;
+  td_tensor *zero = opn(k, RT_OP_EQ, x, 0), *nz = WHERE(zero, num(k, 1), x);
+  td_tensor *cnt = op1a(k, RT_OP_SUM, op1a(k, RT_OP_CAST, zero, &(td_attrs){ .ndims = -1, .dtype = x->scalar_type }), &at);
+  td_tensor *only = WHERE(opn(k, RT_OP_EQ, cnt, 1), op1a(k, RT_OP_PROD, nz, &at), num(k, 0));
+  td_tensor *d = WHERE(zero, only, DIV(expand_back(k, OUT, 0), nz));
+  return set(k, 0, MUL(expand_back(k, G, 0), d));
+})
 /* all maximal elements share the gradient evenly */
 RULE(maxmin, S0 | SO, {
   td_tensor *x = IN(0);
@@ -219,6 +231,7 @@ RULE(logsumexp, S0 | SO, return set(k, 0, MUL(expand_back(k, G, 0), op1(k, RT_OP
 RULE(norm, S0 | SO, {
   double p = k->n->attrs.s[0];
   td_tensor *x = IN(0), *g = expand_back(k, G, 0), *y = expand_back(k, OUT, 0), *d;
+  if (p == 0) return set(k, 0, zeros_of(k, 0));     /* a count of nonzeros: piecewise constant */
   if (p == 1) d = op1(k, RT_OP_SIGN, x);
   else if (isinf(p)) {
     td_tensor *m = op1a(k, RT_OP_CAST, op2(k, RT_OP_EQ, op1(k, RT_OP_ABS, x), y), &(td_attrs){ .ndims = -1, .dtype = x->scalar_type });

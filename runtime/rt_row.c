@@ -11,7 +11,8 @@
 #define ROW_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
 ROW_SIMD float expf(float); ROW_SIMD double exp(double);
 
-#define ROW_W      256        /* lanes (row case) = column chunk */
+#define ROW_W      256        /* lanes (row case) */
+#define ROW_CW     1024       /* columns per chunk (column case): rows are read in 4 KB pieces */
 #define ROW_GRAIN  32768      /* elements per thread chunk, at least */
 
 #define R_MAX(a, b) ((!((b) <= (a)) & ((a) == (a))) ? (b) : (a))   /* a NaN sticks */
@@ -36,7 +37,9 @@ int rt_meta_row(RtCall *c)
 
 /* The input viewed as (P, K, M), contiguous; the softmax runs along K.
 ** M == 1: one row of K per p, rows split over threads. M > 1: chunks of up to
-** ROW_W columns, every pass a unit-stride loop over the chunk. */
+** ROW_CW columns, every pass a unit-stride loop over the chunk. (A one-pass
+** online max/sum for tall chunks measured no faster here: it needs two more
+** exps per element, and the chunk's second and third passes mostly hit L2/L3.) */
 typedef struct {
   const char *x; char *y;
   int64_t P, K, M, nch;
@@ -67,18 +70,18 @@ typedef struct {
 ** the same passes, each over a row of mc columns at a time. */
 #define DEF_COL(sfx, T, EXP) \
   static void col_##sfx(const T *restrict x, T *restrict y, int64_t K, int64_t M, int64_t mc, bool lg) { \
-    T m[ROW_W]; double s[ROW_W]; \
+    T m[ROW_CW]; double s[ROW_CW]; \
     for (int64_t j = 0; j < mc; j++) { m[j] = -INFINITY; s[j] = 0; } \
     for (int64_t k = 0; k < K; k++) { const T *xr = x + k * M; \
       for (int64_t j = 0; j < mc; j++) m[j] = R_MAX(m[j], xr[j]); } \
     for (int64_t k = 0; k < K; k++) { const T *xr = x + k * M; T *yr = y + k * M; \
       for (int64_t j = 0; j < mc; j++) { T e = EXP(xr[j] - m[j]); yr[j] = e; s[j] += e; } } \
     if (!lg) { \
-      T inv[ROW_W]; \
+      T inv[ROW_CW]; \
       for (int64_t j = 0; j < mc; j++) inv[j] = (T)(1.0 / s[j]); \
       for (int64_t k = 0; k < K; k++) { T *yr = y + k * M; for (int64_t j = 0; j < mc; j++) yr[j] *= inv[j]; } \
     } else { \
-      T lse[ROW_W]; \
+      T lse[ROW_CW]; \
       for (int64_t j = 0; j < mc; j++) lse[j] = (T)(m[j] + log(s[j])); \
       for (int64_t k = 0; k < K; k++) { const T *xr = x + k * M; T *yr = y + k * M; \
         for (int64_t j = 0; j < mc; j++) yr[j] = xr[j] - lse[j]; } } }
@@ -105,7 +108,7 @@ static void row_range_f64(void *ctx, int64_t b, int64_t e)
   static void col_range_##sfx(void *ctx, int64_t b, int64_t e) { \
     const RowJob *j = ctx; \
     for (int64_t u = b; u < e; u++) { \
-      int64_t p = u / j->nch, c0 = (u % j->nch) * ROW_W, mc = j->M - c0 < ROW_W ? j->M - c0 : ROW_W; \
+      int64_t p = u / j->nch, c0 = (u % j->nch) * ROW_CW, mc = j->M - c0 < ROW_CW ? j->M - c0 : ROW_CW; \
       int64_t off = p * j->K * j->M + c0; \
       col_##sfx((const T *)j->x + off, (T *)j->y + off, j->K, j->M, mc, j->lg); } }
 COL_RANGE(f32, float) COL_RANGE(f64, double)
@@ -127,8 +130,8 @@ int rt_kern_row(RtCall *c, td_tensor *out)
       int64_t g = j.K >= ROW_GRAIN ? 1 : ROW_GRAIN / j.K;
       rt_parallel_for(j.P, g, f32 ? row_range_f32 : row_range_f64, &j);
     } else {
-      j.nch = (j.M + ROW_W - 1) / ROW_W;
-      int64_t work = j.K * (j.M < ROW_W ? j.M : ROW_W);
+      j.nch = (j.M + ROW_CW - 1) / ROW_CW;
+      int64_t work = j.K * (j.M < ROW_CW ? j.M : ROW_CW);
       rt_parallel_for(j.P * j.nch, work >= ROW_GRAIN ? 1 : ROW_GRAIN / work, f32 ? col_range_f32 : col_range_f64, &j);
     }
   }

@@ -1,6 +1,6 @@
 """PyTorch peer of the bandwidth benchmark: torch.add(a, b) (a fresh output
 every call, as eager code allocates it) and a.sum() on --n float32 values
-(default 2^24), each call timed alone by common.bench after warm-up.
+(default 2^24), each call timed alone by common.bench after 10 warm-up calls.
 Bytes moved: add reads a, b and writes c = 12 B/elem; sum reads a = 4 B/elem.
 Run by bench/run.sh (environment as for op_overhead.py):
   /usr/bin/python3 bench/peers/add_sum.py --threads 2
@@ -26,7 +26,7 @@ assert abs(a.sum().item() - N / 2) < 0.01 * N
 
 for case, fn, nbytes in (("add", lambda: torch.add(a, b), 12 * N),
                          ("sum", lambda: a.sum(), 4 * N)):
-    st = bench(fn, warmup=3, min_reps=args.reps, max_reps=args.reps, target_s=0)
+    st = bench(fn, warmup=10, min_reps=args.reps, max_reps=args.reps, target_s=0)
     op = "torch.add(a, b)" if case == "add" else "a.sum()"
     peer = label(f"torch eager ({op}) [{cap}]")
     emit(case, peer, T, st, nbytes)

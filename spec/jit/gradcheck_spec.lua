@@ -155,7 +155,18 @@ local CASES = {
       function() return { tide.rand(3, 5):gt(0.5), any { 5, 3 } } end },
   },
 
-  sum = reduction(m "sum"), mean = reduction(m "mean"), prod = reduction(m "prod", away(0.5, 1.5)),
+  sum = reduction(m "sum"), mean = reduction(m "mean"),
+  prod = cat(reduction(m "prod", away(0.5, 1.5)), {
+    -- exact zeros: one in row 1, two in row 2, none in row 3
+    { "with zeros, dim 2", function(x) return x:prod(2) end, function()
+      local x = any { 3, 5 }:detach()
+      x[{ 1, 2 }] = 0; x[{ 2, 1 }] = 0; x[{ 2, 4 }] = 0
+      return { leaf(x) } end },
+    { "with a zero, all dims", function(x) return x:prod() end, function()
+      local x = any { 7 }:detach()
+      x[4] = 0
+      return { leaf(x) } end },
+  }),
   max = cat(reduction(function(x, d, k) return (x:max(d, k)) end), {
     { "all dims of (3,5)", function(x) return x:max() end, function() return { any { 3, 5 } } end },
   }),
@@ -279,7 +290,9 @@ local GRADGRAD = {
   tanh = {}, sigmoid = {}, gelu = {}, silu = {}, erf = {},
   mul = { skip = { "number on the right", "number on the left" } },
   div = { skip = { "number on the right" } }, pow = {},
-  prod = {}, var = {}, std = {}, logsumexp = {}, norm = { skip = { "p=1, dim 2", "p=inf, dim 1" } },
+  -- two zeros in one group: the first derivative is exact, the second is not
+  -- (it would need exclusive cumulative products)
+  prod = { skip = { "with zeros, dim 2" } }, var = {}, std = {}, logsumexp = {}, norm = { skip = { "p=1, dim 2", "p=inf, dim 1" } },
   softmax = {}, log_softmax = {}, matmul = {},
 }
 

@@ -419,6 +419,7 @@ describe("reductions on random inputs", function()
     { { 1 }, nil }, { { 7 }, 1 }, { { 1023 }, nil }, { { 7, 1023 }, 2 }, { { 7, 1023 }, 1 },
     { { 1023, 7 }, 1 }, { { 1023, 7 }, -1 }, { { 1, 7, 1 }, { 1, 3 } }, { { 3, 1, 5, 7 }, { 1, 3 } },
     { { 3, 1, 5, 7 }, { 2, 4 }, true }, { { 3, 4, 5, 6 }, { -1, -3 } }, { { 5, 300 }, nil }, { { 2, 3, 300 }, { 1, 2 } }, { { 5, 3, 7 }, 3 },
+    { { 3, 2100 }, 1 },                                       -- two column chunks (2048 + 52)
     -- several fixed segments per output (65536 elements): partials combined in order
     { { 70001 }, nil, false, { "contig", "slice" } }, { { 2, 70001 }, 2, false, { "contig", "t" } },
   }
@@ -513,7 +514,7 @@ describe("softmax and log_softmax", function()
   it("match the reference on odd sizes, rows and columns, float32 and float64", function()
     tide.manual_seed(13)
     for _, c in ipairs { { { 1 }, 1 }, { { 7 }, 1 }, { { 3, 1023 }, 2 }, { { 1023, 3 }, 1 }, { { 2, 5, 300 }, 2 },
-                        { { 4, 7, 1 }, 2 }, { { 1, 1 }, -1 } } do
+                        { { 4, 7, 1 }, 2 }, { { 1, 1 }, -1 }, { { 3, 2, 1100 }, 2 } } do
       local x = tide.randn(c[1], f64) * 3
       local d = c[2] < 0 and #c[1] + c[2] + 1 or c[2]
       H.close(x:softmax(c[2]), ref_softmax(x, d), 1e-14)
