@@ -123,6 +123,8 @@ RT_OPDEF(RT_DECLHOOKS)
 /* Broadcast shapes a and b into out; error names the op. */
 int rt_broadcast(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
                  int *nout, int64_t *out);
+/* Normalize slice attrs.i = { dim, start, stop, step } against x; the slice's shape into c. */
+int rt_slice_shape(const char *op, RtCall *c, const td_tensor *x);
 /* Normalize a dim index (0-based, negative from the end) against ndim. */
 int rt_wrap_dim(const char *op, int64_t *dim, int ndim);
 /* Input i of the call converted to dtype dt (a new ref: the same tensor retained,

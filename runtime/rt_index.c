@@ -357,21 +357,14 @@ done:
 int rt_meta_slice_scatter(RtCall *c)
 {
   const td_tensor *base = c->in[0], *src = c->in[1];
-  int64_t *s = c->attrs.i;
-  if (base->ndim == 0) return rt_err(TD_ERR_INDEX, "slice_scatter: cannot slice a 0-dim tensor");
-  if (rt_wrap_dim("slice_scatter", &s[0], base->ndim)) return TD_ERR_INDEX;
-  if (s[3] <= 0) return rt_err(TD_ERR_ARG, "slice_scatter: step must be positive, got %lld", (long long)s[3]);
-  int64_t n = base->sizes[s[0]];
-  for (int k = 1; k <= 2; k++) { if (s[k] < 0) s[k] += n; if (s[k] < 0) s[k] = 0; if (s[k] > n) s[k] = n; }
-  if (s[2] < s[1]) s[2] = s[1];
-  c->ndim = base->ndim; memcpy(c->sizes, base->sizes, sizeof c->sizes);
-  c->sizes[s[0]] = (s[2] - s[1] + s[3] - 1) / s[3];
+  const int64_t *s = c->attrs.i;
+  if (rt_slice_shape("slice_scatter", c, base)) return TD_ERR_ARG;
   if (src->ndim != c->ndim || memcmp(src->sizes, c->sizes, c->ndim * sizeof(int64_t)))
     return rt_err(TD_ERR_SHAPE, "slice_scatter: source of shape %s does not match the slice shape %s "
                   "(dim %lld, %lld:%lld:%lld of a tensor of shape %s)", RT_SHAPE(src),
                   rt_shape_str((char[160]){0}, 160, c->ndim, c->sizes), (long long)s[0] + 1,
                   (long long)s[1] + 1, (long long)s[2], (long long)s[3], RT_SHAPE(base));
-  c->sizes[s[0]] = n;
+  c->sizes[s[0]] = base->sizes[s[0]];   /* the result has the base's shape */
   return 0;
 }
 

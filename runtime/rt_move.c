@@ -103,14 +103,15 @@ int rt_meta_expand(RtCall *c)
   return 0;
 }
 
-/* attrs.i = { dim, start, stop, step }: Python slicing, clamped to the dim */
-int rt_meta_slice(RtCall *c)
+/* attrs.i = { dim, start, stop, step }: Python slicing, clamped to the dim.
+** Normalizes c->attrs.i in place and sets the slice's shape as the result's
+** (shared with slice_scatter, whose source has this shape). */
+int rt_slice_shape(const char *op, RtCall *c, const td_tensor *x)
 {
-  const td_tensor *x = c->in[0];
   int64_t *s = c->attrs.i;
-  if (x->ndim == 0) return rt_err(TD_ERR_INDEX, "slice: cannot slice a 0-dim tensor");
-  if (rt_wrap_dim("slice", &s[0], x->ndim)) return TD_ERR_INDEX;
-  if (s[3] <= 0) return rt_err(TD_ERR_ARG, "slice: step must be positive, got %lld", (long long)s[3]);
+  if (x->ndim == 0) return rt_err(TD_ERR_INDEX, "%s: cannot slice a 0-dim tensor", op);
+  if (rt_wrap_dim(op, &s[0], x->ndim)) return TD_ERR_INDEX;
+  if (s[3] <= 0) return rt_err(TD_ERR_ARG, "%s: step must be positive, got %lld", op, (long long)s[3]);
   int64_t n = x->sizes[s[0]];
   for (int k = 1; k <= 2; k++) { if (s[k] < 0) s[k] += n; if (s[k] < 0) s[k] = 0; if (s[k] > n) s[k] = n; }
   if (s[2] < s[1]) s[2] = s[1];
@@ -118,6 +119,8 @@ int rt_meta_slice(RtCall *c)
   c->sizes[s[0]] = (s[2] - s[1] + s[3] - 1) / s[3];
   return 0;
 }
+
+int rt_meta_slice(RtCall *c) { return rt_slice_shape("slice", c, c->in[0]); }
 
 /* attrs.i = { dim, index } */
 int rt_meta_select(RtCall *c)

@@ -618,34 +618,20 @@ function T.matmul(a, b)
 end
 local function shape_str(x) return "[" .. table.concat(T.size(x), ",") .. "]" end
 M.shape_str = shape_str
-function T.mm(a, b)
-  targ(a, 1, "mm"); targ(b, 2, "mm")
-  if a.ndim ~= 2 or b.ndim ~= 2 then
-    raise(("mm: expected 2-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
+-- the fixed-rank forms of matmul: name -> ranks of a and b and what the message says
+local function fixed_rank(name, ra, rb, what, same_batch)
+  T[name] = function(a, b)
+    targ(a, 1, name); targ(b, 2, name)
+    if a.ndim ~= ra or b.ndim ~= rb or (same_batch and a.sizes[0] ~= b.sizes[0]) then
+      raise(("%s: expected %s, got %s and %s"):format(name, what, shape_str(a), shape_str(b)), 2)
+    end
+    return op2(OP.matmul, a, b)
   end
-  return op2(OP.matmul, a, b)
 end
-function T.bmm(a, b)
-  targ(a, 1, "bmm"); targ(b, 2, "bmm")
-  if a.ndim ~= 3 or b.ndim ~= 3 or a.sizes[0] ~= b.sizes[0] then
-    raise(("bmm: expected 3-D tensors with the same batch size, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
-  end
-  return op2(OP.matmul, a, b)
-end
-function T.dot(a, b)
-  targ(a, 1, "dot"); targ(b, 2, "dot")
-  if a.ndim ~= 1 or b.ndim ~= 1 then
-    raise(("dot: expected 1-D tensors, got %s and %s"):format(shape_str(a), shape_str(b)), 2)
-  end
-  return op2(OP.matmul, a, b)
-end
-function T.mv(a, v)
-  targ(a, 1, "mv"); targ(v, 2, "mv")
-  if a.ndim ~= 2 or v.ndim ~= 1 then
-    raise(("mv: expected a 2-D and a 1-D tensor, got %s and %s"):format(shape_str(a), shape_str(v)), 2)
-  end
-  return op2(OP.matmul, a, v)
-end
+fixed_rank("mm", 2, 2, "2-D tensors")
+fixed_rank("bmm", 3, 3, "3-D tensors with the same batch size", true)
+fixed_rank("dot", 1, 1, "1-D tensors")
+fixed_rank("mv", 2, 1, "a 2-D and a 1-D tensor")
 function T.outer(a, b)
   targ(a, 1, "outer"); targ(b, 2, "outer")
   if a.ndim ~= 1 or b.ndim ~= 1 then

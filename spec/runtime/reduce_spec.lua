@@ -578,7 +578,7 @@ describe("reduction gradients", function()
     H.gradcheck(function(t) return t:transpose(1, 3):logsumexp({ 1, 2 }) end, { y })
   end)
 
-  it("norm for p = 2, 1, 3, inf", function()
+  it("norm for p = 2, 1, 3, inf, -inf, 0.5, -1, 0", function()
     local x, y = H.rand64 { 3, 4 }, H.rand64 { 2, 3, 5 }
     H.gradcheck(function(t) return t:norm() end, { x })
     H.gradcheck(function(t) return t:norm(2, 2) end, { x })
@@ -586,6 +586,13 @@ describe("reduction gradients", function()
     H.gradcheck(function(t) return t:norm(3, { 1, 3 }) end, { y })
     H.gradcheck(function(t) return t:norm(math.huge, 2) end, { x })
     H.gradcheck(function(t) return t:transpose(1, 2):norm(2, 1) end, { y })
+    H.gradcheck(function(t) return t:norm(-math.huge, 2) end, { x })
+    local pos = H.rand64({ 3, 4 }, 0.5, 2)
+    H.gradcheck(function(t) return t:norm(0.5, 2) end, { pos })
+    H.gradcheck(function(t) return t:norm(-1) end, { pos })
+    local z = H.rand64({ 3, 4 }, 0.5, 2)
+    z:norm(0):backward()                                     -- a count: gradient zero
+    H.close(z.grad, tide.zeros(3, 4), 0)
   end)
 
   it("softmax and log_softmax along every dim", function()
