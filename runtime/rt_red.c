@@ -9,17 +9,20 @@
 **   1. drop size-1 dims, sort the others by input stride (outermost first),
 **      merge neighbours of the same class (reduced / kept) that are contiguous
 **      in both the input and the output;
-**   2. innermost dim reduced ("row" case): each output folds contiguous runs
-**      into RED_W lanes; innermost dim kept ("column" case): each chunk of
-**      RED_W outputs folds whole rows, acc[j] (+)= x[r, j].
-** Either way the inner loop is one unit-stride loop over an accumulator array,
+**   2. innermost dim reduced ("row" case): each output folds its contiguous
+**      runs into RED_W lanes, then the lanes pairwise; rows shorter than
+**      RED_ROWK fold sequentially instead, four rows interleaved per call.
+**      Innermost dim kept ("column" case): each chunk of up to RED_CW outputs
+**      folds whole rows, acc[j] (+)= x[r, j], four rows per pass over acc.
+** Either way the inner loop is a unit-stride loop over an accumulator array,
 ** the shape GCC vectorizes without -ffast-math. An input whose innermost dim
 ** is not unit-stride is copied to contiguous first.
 **
 ** Determinism: the reduced range of every output is cut into segments whose
-** bounds depend only on the shape (RED_SEG elements). A segment is folded in
-** a fixed order and segment partials are combined in order; threads only pick
-** which segments they run, so results do not depend on the thread count.
+** bounds depend only on the shape (RED_SEG elements per row-case segment,
+** RED_CSEG per column-case segment). A segment is folded in a fixed order and
+** segment partials are combined in order; threads only pick which segments
+** they run, so results do not depend on the thread count at all.
 **
 ** Accumulators: double for float inputs (a float32 sum of 2^24 values is good
 ** to ~1e-9 relative), int64 for integer sum/prod (wrapping), the input type
@@ -49,7 +52,7 @@ RED_SIMD float expf(float);
 /* Fold nr rows of m elements, row k at x + k*rs, into acc[0..m): acc[j] (+)= x[k][j].
 ** Four rows are combined before touching acc, (t0 (+) t1) (+) (t2 (+) t3), which
 ** quarters the accumulator traffic of column reductions. Arg family: element
-** x[k][j] has index i0 + k, or i0 + j when `lanes` (one row spread over lanes).
+** x[k][j] has index i0 + k, or i0 + k*rs + j when `lanes` (a run over lanes).
 ** cen[0..m) are per-output centers (var, logsumexp); p is norm's p. */
 typedef void (*RedColFn)(const char *x, int64_t m, int64_t nr, int64_t rs, void *acc, int64_t *idx,
                          int64_t i0, int lanes, const double *cen, double p);
@@ -104,10 +107,12 @@ typedef void (*RedInitFn)(void *acc, int64_t *idx, int64_t m);
     for (int64_t k = 0; k < K; k++) a = COMB(a, TERM(xr[k], j, cen, p)); \
     acc[j] = a; }
 
-/* exp of a double: float32 inputs use expf (8 lanes per libmvec call) */
-#define R_EXP(z) _Generic((elem_t)0, float: (double)expf((float)(z)), default: exp(z))
+/* exp(x - c) for element x (its own type) and center c: float32 inputs use expf
+** (8 lanes per libmvec call); c, a max of the input, is exact in float */
+#define R_EXPC(x, c) _Generic((x), float: (double)expf((float)(x) - (float)(c)), default: exp((double)(x) - (c)))
 
-/* Double family, float32/float64 inputs: _(NAME, init, term of v (output slot j), combine) */
+/* Double family, float32/float64 inputs: _(NAME, init, term of element x (v = x as a
+** double) for output slot j, combine) */
 #define RED_DOPS(_) \
   _(SUM,   0.0,       v,                           R_PLUS) \
   _(PROD,  1.0,       v,                           R_TIMES) \
@@ -116,7 +121,7 @@ typedef void (*RedInitFn)(void *acc, int64_t *idx, int64_t m);
   _(PSUM,  0.0,       pow(fabs(v), p),             R_PLUS) \
   _(NNZ,   0.0,       (double)(v != 0),            R_PLUS) \
   _(CSQ,   0.0,       (v - cen[j]) * (v - cen[j]), R_PLUS) \
-  _(EXPC,  0.0,       R_EXP(v - cen[j]),           R_PLUS) \
+  _(EXPC,  0.0,       R_EXPC(x, cen[j]),           R_PLUS) \
   _(MAX,   -INFINITY, v,                           R_MAX) \
   _(AMAX,  0.0,       fabs(v),                     R_MAX) \
   _(AMIN,  INFINITY,  fabs(v),                     R_MIN)
@@ -130,7 +135,7 @@ enum {
 
 #define DEF_DT(NAME, TERM, COMB, sfx, T) \
   static inline double dterm_##NAME##_##sfx(T x, int64_t j, const double *restrict cen, double p) { \
-    typedef T elem_t; double v = x; (void)j; (void)cen; (void)p; return (TERM); } \
+    double v = x; (void)v; (void)j; (void)cen; (void)p; return (TERM); } \
   static void dcol_##NAME##_##sfx(COL_ARGS) { COL_BODY(T, double, dterm_##NAME##_##sfx, COMB) } \
   static void drows_##NAME##_##sfx(ROWS_ARGS) { ROWS_BODY(T, double, dterm_##NAME##_##sfx, COMB) }
 #define DEF_D(NAME, INIT, TERM, COMB) \
@@ -192,7 +197,7 @@ RED_NTYPES(DEF_N, MIN, 0, R_MIN)
       const T *restrict x = (const T *)x_ + k * rs; \
       if (lanes) for (int64_t j = 0; j < m; j++) { \
         T v = x[j], a = acc[j]; int t = BETTER(a, v) | (idx[j] < 0); \
-        acc[j] = t ? v : a; idx[j] = t ? i0 + j : idx[j]; } \
+        acc[j] = t ? v : a; idx[j] = t ? i0 + k * rs + j : idx[j]; } \
       else for (int64_t j = 0; j < m; j++) { \
         T v = x[j], a = acc[j]; int t = BETTER(a, v) | (idx[j] < 0); \
         acc[j] = t ? v : a; idx[j] = t ? i0 + k : idx[j]; } } } \
@@ -228,19 +233,26 @@ static const RedFam red_afam[2][TD_DTYPE__MAX] = { NAT_ROW(a, MIN), NAT_ROW(a, M
 
 /* -- Meta ------------------------------------------------------------------------------------- */
 
+/* Bit d set when dim d is reduced (attrs already normalized; ndims -1 = all). */
+static uint32_t red_mask(const td_attrs *at, int nd)
+{
+  if (at->ndims < 0) return (1u << nd) - 1;
+  uint32_t mask = 0;
+  for (int i = 0; i < at->ndims; i++) if (at->dims[i] < nd) mask |= 1u << at->dims[i];
+  return mask;   /* a 0-dim input reduced over "dim 0" reduces nothing */
+}
+
 int rt_meta_red(RtCall *c)
 {
   const td_tensor *x = c->in[0];
   const char *name = rt_op_lname(c->op);
   td_attrs *at = &c->attrs;
   int nd = x->ndim, op = c->op;
-  uint32_t mask = 0;
   if (at->ndims < -1 || at->ndims > TD_MAX_DIMS)
     return rt_err(TD_ERR_ARG, "%s: invalid number of dims %d", name, at->ndims);
   if ((op == RT_OP_ARGMAX || op == RT_OP_ARGMIN) && at->ndims != -1 && at->ndims != 1)
     return rt_err(TD_ERR_ARG, "%s: expected one dim (or none, for the flattened tensor), got %d dims", name, at->ndims);
-  if (at->ndims < 0) mask = (1u << nd) - 1;
-  else {
+  if (at->ndims > 0) {
     /* wrap, sort, reject repeats; the normalized list is what autograd reads */
     for (int i = 0; i < at->ndims; i++) {
       int64_t d = at->dims[i];
@@ -253,8 +265,8 @@ int rt_meta_red(RtCall *c)
       if (at->dims[i] == at->dims[i - 1])
         return rt_err(TD_ERR_ARG, "%s: dim %lld appears multiple times in the list of dims", name,
                       (long long)at->dims[i] + 1);
-    for (int i = 0; i < at->ndims; i++) if (at->dims[i] < nd) mask |= 1u << at->dims[i];
   }
+  uint32_t mask = red_mask(at, nd);
   if (op == RT_OP_NORM && isnan(at->s[0])) return rt_err(TD_ERR_ARG, "norm: p must be a number, got nan");
   /* max/min/argmax/argmin have no identity: an empty reduced dim is an error */
   if (op == RT_OP_MAX || op == RT_OP_MIN || op == RT_OP_ARGMAX || op == RT_OP_ARGMIN) {
@@ -404,6 +416,7 @@ static int64_t red_segment(const RedJob *j, int64_t item, int64_t s, char *acc, 
     int64_t k = pos % K, roff = red_row_start(pl, pos / K, ri);
     while (pos < end) {
       int64_t run = K - k < end - pos ? K - k : end - pos;
+      /* one call per RED_W block: blocking 4 blocks per call measured slower here */
       const char *px = j->x + (xoff + roff + k) * es;
       for (int64_t b = 0; b < run; b += RED_W)
         j->f.col(px + b * es, run - b < RED_W ? run - b : RED_W, 1, 0, acc, idx, pos + b, 1, cen, j->p);
@@ -591,9 +604,8 @@ int rt_kern_red(RtCall *c, td_tensor *out)
   int op = c->op, rc = 0;
   const td_attrs *at = &c->attrs;
   td_tensor *x0 = c->in[0];
-  uint32_t mask = at->ndims < 0 ? (1u << x0->ndim) - 1 : 0;
-  for (int i = 0; i < at->ndims; i++) if (at->dims[i] < x0->ndim) mask |= 1u << at->dims[i];
-  double n = 1;
+  uint32_t mask = red_mask(at, x0->ndim);
+  double n = 1;                   /* elements per output */
   for (int d = 0; d < x0->ndim; d++) if (mask >> d & 1) n *= (double)x0->sizes[d];
   bool want_idx = (op == RT_OP_MAX || op == RT_OP_MIN) && at->ndims == 1;
   if (want_idx && !(c->aux = rt_tensor_new(out->ndim, out->sizes, TD_INT64))) return TD_ERR_NOMEM;
