@@ -203,7 +203,26 @@ RULE(prod, S0 | SO, {
   return set(k, 0, MUL(expand_back(k, G, 0), d));
 })
 /* all maximal elements share the gradient evenly */
-RULE(maxmin, S0 | SO, {
+/* x with a size-1 dim inserted at `at` */
+static td_tensor *unsq(JitCtx *k, td_tensor *x, int at)
+{
+  if (!x) return NULL;
+  int64_t s[TD_MAX_DIMS]; int n = 0;
+  for (int i = 0; i <= x->ndim; i++) { if (i == at) s[n++] = 1; if (i < x->ndim) s[n++] = x->sizes[i]; }
+  return jit_tmp(k, td_reshape(x, n, s));
+}
+
+/* max/min over one dim returned indices: the gradient goes to that index, as in
+** PyTorch; over several dims (amax) the maximal elements share it evenly */
+RULE(maxmin, S0 | SO | SA, {
+  if (k->n->aux) {
+    const td_attrs *a = &k->n->attrs;
+    int dim = (int)a->dims[0];
+    td_tensor *idx = k->n->aux, *g = G;
+    if (!a->keepdim) { idx = unsq(k, idx, dim); g = unsq(k, g, dim); }
+    td_attrs s = { .ndims = -1, .dtype = -1, .i = { dim } };
+    return set(k, 0, op3a(k, RT_OP_SCATTER_ADD, zeros_of(k, 0), idx, g, &s));
+  }
   td_tensor *x = IN(0);
   td_tensor *m = op1a(k, RT_OP_CAST, op2(k, RT_OP_EQ, x, expand_back(k, OUT, 0)), &(td_attrs){ .ndims = -1, .dtype = x->scalar_type });
   td_attrs at = k->n->attrs; at.keepdim = 1;
@@ -269,14 +288,6 @@ static td_tensor *mT(JitCtx *k, td_tensor *x)
   for (int i = 0; i < x->ndim; i++) perm[i] = i;
   perm[x->ndim - 1] = x->ndim - 2; perm[x->ndim - 2] = x->ndim - 1;
   return jit_tmp(k, td_permute(x, x->ndim, perm));
-}
-
-static td_tensor *unsq(JitCtx *k, td_tensor *x, int at)
-{
-  if (!x) return NULL;
-  int64_t s[TD_MAX_DIMS]; int n = 0;
-  for (int i = 0; i <= x->ndim; i++) { if (i == at) s[n++] = 1; if (i < x->ndim) s[n++] = x->sizes[i]; }
-  return jit_tmp(k, td_reshape(x, n, s));
 }
 
 /* 1-D operands are promoted as in matmul: a (K) -> (1,K), b (K) -> (K,1);

@@ -607,7 +607,9 @@ int rt_kern_red(RtCall *c, td_tensor *out)
   uint32_t mask = red_mask(at, x0->ndim);
   double n = 1;                   /* elements per output */
   for (int d = 0; d < x0->ndim; d++) if (mask >> d & 1) n *= (double)x0->sizes[d];
-  bool want_idx = (op == RT_OP_MAX || op == RT_OP_MIN) && at->ndims == 1;
+  /* max/min over one dim also return indices, unless asked for values only
+  ** (attrs.flags & 1: amax/amin, whose gradient is shared by ties) */
+  bool want_idx = (op == RT_OP_MAX || op == RT_OP_MIN) && at->ndims == 1 && !(at->flags & 1);
   if (want_idx && !(c->aux = rt_tensor_new(out->ndim, out->sizes, TD_INT64))) return TD_ERR_NOMEM;
   if (out->nelem == 0) return 0;
   if (x0->nelem == 0) { red_fill_empty(op, out); return 0; }

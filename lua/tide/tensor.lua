@@ -571,8 +571,16 @@ for _, n in ipairs { "max", "min" } do
     return v
   end
 end
-T.amax = function(x, dims, keep) targ(x, 1, "amax"); return op1(OP.max, x, red_attrs("amax", x, dims, keep)) end
-T.amin = function(x, dims, keep) targ(x, 1, "amin"); return op1(OP.min, x, red_attrs("amin", x, dims, keep)) end
+-- amax/amin: values only; tied maxima share the gradient (max(dim) sends it to the index)
+for _, n in ipairs { "amax", "amin" } do
+  local id = n == "amax" and OP.max or OP.min
+  T[n] = function(x, dims, keep)
+    targ(x, 1, n)
+    local at = red_attrs(n, x, dims, keep)
+    at.flags = 1
+    return op1(id, x, at)
+  end
+end
 
 -- var/std(dim, {correction=1 | unbiased=true, keepdim=false})
 for _, n in ipairs { "var", "std" } do

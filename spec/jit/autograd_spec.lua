@@ -376,3 +376,20 @@ describe("long chains", function()
     assert(tide.live_bytes() - live0 < 4096, ("%d bytes still live"):format(tide.live_bytes() - live0))
   end)
 end)
+
+describe("max/min gradients with ties", function()
+  it("max(dim) sends the gradient to the returned index, amax shares it among ties", function()
+    local x = tide.tensor({ { 1, 3, 3 }, { 2, 2, 0 } }, { dtype = "float64", requires_grad = true })
+    local v, i = x:max(2)
+    H.close(i, { 2, 1 })
+    v:sum():backward()
+    H.close(x.grad, { { 0, 1, 0 }, { 1, 0, 0 } })
+    x.grad = nil
+    x:amax(2):sum():backward()
+    H.close(x.grad, { { 0, 0.5, 0.5 }, { 0.5, 0.5, 0 } })
+    x.grad = nil
+    local m = x:min(1, true)                   -- keepdim: indices {1, 2, 2}
+    m:sum():backward()
+    H.close(x.grad, { { 1, 0, 0 }, { 0, 1, 1 } })
+  end)
+end)
