@@ -36,7 +36,7 @@ $(B)/libtide.a: $(OBJ)
 
 # the FFI declarations are the public header, preprocessed (never retyped)
 $(B)/tide_cdef.lua: runtime/tide.h
-	@mkdir -p build
+	@mkdir -p $(B)
 	{ echo 'return [==['; $(CC) -E -P -DTD_CDEF runtime/tide.h; echo ']==]'; } > $@
 
 # a C host using only runtime/tide.h and the static library

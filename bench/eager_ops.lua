@@ -1,21 +1,26 @@
 --[[
-bench/eager_ops.lua -- tide's eager benchmarks from Lua, one process per call:
+bench/eager_ops.lua -- tide's eager benchmarks from Lua (bench/run.sh runs one
+part per process, chosen with --only):
   op        per-op cost of `c = a + b` on 1-element float32 tensors: a loop of
             --ops ops (default 1e6) timed as a whole, --reps times; ns/op.
   breakdown (with --breakdown) the same loop taken apart: an empty loop, one FFI
             call (td_live_bytes), td_op + td_release straight through the FFI
-            (no handle, no GC), and td_op + core.wrap (handle, finalizer, GC
-            pacing) without the operator's Lua dispatch.
+            (no handle, no GC), td_op + core.wrap (handle, finalizer, GC
+            pacing) without the operator's Lua dispatch, and LuaJIT's cost of
+            a handle with a finalizer alone (a NULL handle given ffi.gc).
+  --stepmul N  a what-if: collectgarbage("setstepmul", N) first (LuaJIT's
+            default is 200; the library does not change it), the peer label
+            says so.
   bw        `c = a + b` and `a:sum()` on --n float32 values (default 2^24), each
             call timed alone, --bw-reps times (default 50) after 10 warm-ups.
   pair      (with --clib path/libc_loops.so) the same two ops alternating in one
             process with the plain C loops of bench/c_loops.c on the same
-            buffers, first one then the other, with a 5 ms pause between calls
+            buffers, in alternating order, with a 5 ms pause before each call
             so that either thread pool is asleep while the other runs. The
             ratio is taken per pair, which cancels most of the load other
             processes put on the machine.
 Run by bench/run.sh; by hand, from the repository root:
-  TIDE_NUM_THREADS=2 luajit bench/eager_ops.lua [--only op|bw] [--ops N] [--reps N]
+  TIDE_NUM_THREADS=2 luajit bench/eager_ops.lua [--only op|bw|pair] [--ops N] [--reps N]
 Records go to $BENCH_OUT (appended; TSV: case peer threads median min max reps
 work, times in seconds, work = ops per rep or bytes per call); a human
 line per case goes to stdout.
@@ -39,7 +44,7 @@ end
 
 -- -- Options -----------------------------------------------------------------------------
 
-local opt = { ops = 1e6, reps = 7, n = 2 ^ 24, ["bw-reps"] = 50, only = "all", clib = "" }
+local opt = { ops = 1e6, reps = 7, n = 2 ^ 24, ["bw-reps"] = 50, only = "all", clib = "", stepmul = 0 }
 do
   local i = 1
   while arg and arg[i] do
@@ -49,13 +54,18 @@ do
       opt[k] = tonumber(arg[i + 1]) or arg[i + 1]; i = i + 2
     else
       io.stderr:write("usage: luajit bench/eager_ops.lua [--only op|bw|pair] [--ops N] [--reps N] ",
-        "[--n N] [--bw-reps N] [--breakdown] [--clib libc_loops.so]\n")
+        "[--n N] [--bw-reps N] [--breakdown] [--clib libc_loops.so] [--stepmul N]\n")
       os.exit(2)
     end
   end
 end
 
 local threads = tide.get_num_threads()
+local what_if = ""
+if opt.stepmul > 0 then
+  collectgarbage("setstepmul", opt.stepmul)
+  what_if = (", GC stepmul %d"):format(opt.stepmul)
+end
 local out = os.getenv("BENCH_OUT") and assert(io.open(os.getenv("BENCH_OUT"), "a"))
 
 local function stats(t)
@@ -110,7 +120,7 @@ if opt.only == "all" or opt.only == "op" then
   local function add_loop(n)
     for _ = 1, n do local c = a + b end
   end
-  record("op_add_1", "tide eager (Lua, c = a + b)", time_loop(add_loop, opt.ops, opt.reps), opt.ops, "ns/op")
+  record("op_add_1", "tide eager (Lua, c = a + b)" .. what_if, time_loop(add_loop, opt.ops, opt.reps), opt.ops, "ns/op")
 
   if opt.breakdown then
     local core = require "tide.core"
@@ -125,6 +135,12 @@ if opt.only == "all" or opt.only == "op" then
     record("op_ffi", "breakdown: one FFI call", time_loop(ffi_call, opt.ops, opt.reps), opt.ops, "ns/op")
     record("op_raw", "breakdown: td_op+td_release via FFI", time_loop(raw, opt.ops, opt.reps), opt.ops, "ns/op")
     record("op_wrap", "breakdown: td_op via FFI + core.wrap", time_loop(wrapped, opt.ops, opt.reps), opt.ops, "ns/op")
+    -- LuaJIT's own cost of a cdata with a finalizer: an empty handle (NULL
+    -- tensor, so the finalizer does nothing) given core's C finalizer
+    local Handle, hfree = core.Handle, C.td_handle_free
+    local null = ffi.cast("td_tensor *", nil)
+    local function fin(n) for _ = 1, n do local h = ffi.gc(Handle(null), hfree) end end
+    record("op_fin", "breakdown: empty handle + ffi.gc", time_loop(fin, opt.ops, opt.reps), opt.ops, "ns/op")
   end
 end
 
@@ -207,7 +223,3 @@ if opt.only == "pair" then
 end
 
 if out then out:close() end
--- Exit without lua_close(): closing the state dlclose()s libtide.so, which can
--- crash (SIGSEGV) while a pool worker is still spinning inside it after the
--- last big op.
-os.exit(0)
