@@ -107,7 +107,7 @@ for _, th in ipairs(thread_counts) do
   local wi = find("op_add_1", "tide eager (Lua, c = a + b), GC stepmul", th)
   if wi then
     m, lo, hi, n = ratio(torch_op, wi, ns)
-    print(("* threads=%d: what-if, the Lua GC stepping faster (%s): %.0f ns; PyTorch / it: %s"):format(th,
+    print(("* threads=%d: with LuaJIT's default GC pacing (%s instead of tide's 400): %.0f ns; PyTorch / it: %s"):format(th,
       wi.peer:match("GC stepmul %d+"), ns(wi, median(wi.meds)), rstr(m, lo, hi, n)))
   end
   m, lo, hi, n = ratio(tide_op, find("op_add_1", "tide from C", th), ns)

@@ -5,7 +5,7 @@
 #   BENCH_ROUNDS=1 sh bench/run.sh    quicker, noisier
 #   BENCH_THREADS="2 1" sh bench/run.sh  each round at 2, then 1 thread
 # Each round runs, one process each: the per-op benchmarks (tide from Lua, the
-# same op from C, tide from Lua with a faster-stepping Lua GC as a what-if,
+# same op from C, tide from Lua with LuaJIT's default GC step multiplier (200) for comparison,
 # PyTorch from Python), then the bandwidth ones (C loop with
 # OpenMP, tide, PyTorch, and tide alternating call by call with the C loop in
 # one process). Peers of one round run back to back, so the ratios are taken
@@ -64,7 +64,7 @@ while [ $r -le "$ROUNDS" ]; do
     echo "== round $r/$ROUNDS, threads=$T"
     run $r env TIDE_NUM_THREADS=$T luajit bench/eager_ops.lua --only op --ops "$OPS" --reps 5 --breakdown
     run $r env TIDE_NUM_THREADS=$T "$DIR/c_op" "$OPS" 5
-    run $r env TIDE_NUM_THREADS=$T luajit bench/eager_ops.lua --only op --ops "$OPS" --reps 5 --stepmul 400
+    run $r env TIDE_NUM_THREADS=$T luajit bench/eager_ops.lua --only op --ops "$OPS" --reps 5 --stepmul 200
     [ $HAVE_TORCH = 1 ] && (cd bench/peers && run $r env $TORCH_ENV $PY op_overhead.py --threads $T --ops "$OPS" --reps 5)
     run $r env OMP_NUM_THREADS=$T OMP_WAIT_POLICY=PASSIVE "$DIR/c_loops" 16777216 50
     run $r env TIDE_NUM_THREADS=$T luajit bench/eager_ops.lua --only bw --bw-reps 50
