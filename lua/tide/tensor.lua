@@ -672,34 +672,30 @@ local function idx0(idx, fname, n)
 end
 M.idx0 = idx0
 
-function T.index_select(x, d, idx)
-  targ(x, 1, "index_select")
-  local at = attrs(); at.i[0] = cdim(d, "index_select")
-  return op2(OP.index_select, x, idx0(idx, "index_select", 3), at)
+-- (x, dim, idx) gathers and (x, dim, idx, src) accumulations, plus the in-place
+-- forms of the latter
+local function index_op(name, id, with_src)
+  T[name] = function(x, d, idx, src)
+    targ(x, 1, name)
+    if with_src then targ(src, 4, name) end
+    local at = attrs(); at.i[0] = cdim(d, name)
+    local ix = idx0(idx, name, 3)
+    if with_src then return opn(id, { x, ix, src }, at) end
+    return op2(id, x, ix, at)
+  end
+  if with_src then
+    local iname = name .. "_"
+    T[iname] = function(x, d, idx, src)
+      local at = attrs(); at.i[0] = cdim(d, iname)
+      return inplace(id, iname, x, { x, idx0(idx, iname, 3), src }, at)
+    end
+  end
 end
-function T.gather(x, d, idx)
-  targ(x, 1, "gather")
-  local at = attrs(); at.i[0] = cdim(d, "gather")
-  return op2(OP.gather, x, idx0(idx, "gather", 3), at)
-end
-function T.scatter_add(x, d, idx, src)
-  targ(x, 1, "scatter_add"); targ(src, 4, "scatter_add")
-  local at = attrs(); at.i[0] = cdim(d, "scatter_add")
-  return opn(OP.scatter_add, { x, idx0(idx, "scatter_add", 3), src }, at)
-end
-function T.scatter_add_(x, d, idx, src)
-  local at = attrs(); at.i[0] = cdim(d, "scatter_add_")
-  return inplace(OP.scatter_add, "scatter_add_", x, { x, idx0(idx, "scatter_add_", 3), src }, at)
-end
-function T.index_add(x, d, idx, src)
-  targ(x, 1, "index_add"); targ(src, 4, "index_add")
-  local at = attrs(); at.i[0] = cdim(d, "index_add")
-  return opn(OP.index_add, { x, idx0(idx, "index_add", 3), src }, at)
-end
-function T.index_add_(x, d, idx, src)
-  local at = attrs(); at.i[0] = cdim(d, "index_add_")
-  return inplace(OP.index_add, "index_add_", x, { x, idx0(idx, "index_add_", 3), src }, at)
-end
+index_op("index_select", OP.index_select)
+index_op("gather", OP.gather)
+index_op("scatter_add", OP.scatter_add, true)
+index_op("index_add", OP.index_add, true)
+
 function T.masked_fill(x, mask, v)
   targ(x, 1, "masked_fill"); targ(mask, 2, "masked_fill")
   return M.where(mask, v, x)
