@@ -28,8 +28,11 @@ $(B)/obj/%.o: %.c $(HDR)
 # elementwise kernels: no errno from libm so calls vectorize through libmvec
 $(B)/obj/runtime/rt_ew.o: CFLAGS += -fno-math-errno -fno-trapping-math
 
+# -z nodelete: never unmapped once loaded; a host closing its Lua state (which
+# collects the FFI library object) must not pull the code from under the
+# thread pool's workers
 $(B)/libtide.so: $(OBJ)
-	$(CC) -shared -o $@ $(OBJ) $(LIBS)
+	$(CC) -shared -Wl,-z,nodelete -o $@ $(OBJ) $(LIBS)
 
 $(B)/libtide.a: $(OBJ)
 	ar rcs $@ $(OBJ)
@@ -43,6 +46,17 @@ $(B)/tide_cdef.lua: runtime/tide.h
 $(B)/c_host: examples/c_host.c $(B)/libtide.a runtime/tide.h
 	$(CC) $(OPT) -Iruntime $< $(B)/libtide.a $(LIBS) -o $@
 examples/c_host: $(B)/c_host
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the library, the header, and the
+# Lua modules with the FFI declarations as tide/cdef.lua (found on package.path)
+PREFIX ?= /usr/local
+LUADIR ?= $(PREFIX)/share/lua/5.1
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(LUADIR)/tide
+	install -m 644 $(B)/libtide.so $(B)/libtide.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 runtime/tide.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 lua/tide/*.lua $(DESTDIR)$(LUADIR)/tide/
+	install -m 644 $(B)/tide_cdef.lua $(DESTDIR)$(LUADIR)/tide/cdef.lua
 
 deps:
 	@sh scripts/install-deps.sh
@@ -62,4 +76,4 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: all deps test example bench clean stats examples/c_host
+.PHONY: all deps test example bench clean stats install examples/c_host

@@ -25,15 +25,6 @@ if not readable(libpath) then libpath = "tide" end
 local C = ffi.load(libpath)
 M.C, M.ffi = C, ffi
 
--- Pin the library for the life of the process. lua_close (at exit) collects the
--- FFI library object, which dlcloses libtide while its thread-pool workers still
--- run its code: an intermittent SIGSEGV at exit. RTLD_NOLOAD|RTLD_NODELETE marks
--- the already-loaded library as never to be unmapped (glibc values 0x4, 0x1000).
-pcall(function()
-  ffi.cdef "void *dlopen(const char *file, int mode);"
-  ffi.C.dlopen(libpath == "tide" and "libtide.so" or libpath, 0x1 + 0x4 + 0x1000)
-end)
-
 -- dtypes: objects that print by name; tensors store the enum value
 local dtypes, by_id = {}, {}
 local dtype_mt = { __tostring = function(d) return "tide." .. d.name end }
