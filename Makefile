@@ -57,6 +57,7 @@ install: all
 	install -m 644 runtime/tide.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 lua/tide/*.lua $(DESTDIR)$(LUADIR)/tide/
 	install -m 644 $(B)/tide_cdef.lua $(DESTDIR)$(LUADIR)/tide/cdef.lua
+	@[ -n "$(DESTDIR)" ] || ldconfig 2>/dev/null || true
 
 deps:
 	@sh scripts/install-deps.sh
