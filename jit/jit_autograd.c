@@ -96,7 +96,6 @@ int jit_grad_record(RtCall *c, td_tensor *out)
   if (!n) return TD_ERR_GRAD;
   out->rt_grad_fn = n; n->owner = out;
   out->flags |= TD_TF_REQUIRES_GRAD;
-  if (rt_ops[c->op].flags & RT_F_VIEW) { out->rt_base = c->in[0]->rt_base ? c->in[0]->rt_base : c->in[0]; td_retain(out->rt_base); }
   return 0;
 }
 
@@ -141,6 +140,64 @@ int jit_grad_record_inplace(RtCall *c, td_tensor *self, td_tensor *old)
   self->rt_grad_fn = n; n->owner = self;
   self->flags |= TD_TF_REQUIRES_GRAD;
   return 0;
+}
+
+/* -- In-place writes into views ------------------------------------------------------- */
+
+/* A write into a view changes its base too. After the view's own node is
+** recorded, the (contiguous) base takes the history
+**   base_new = view(scatter_add(flat(base_old) * keep, pos, flat(view)), base's shape)
+** where pos are the view's element positions in the base and keep is 0 there,
+** 1 elsewhere: gradients reach the written value through the view's elements
+** and the base's old history through the others. The calls are recorded
+** without running kernels (the data is already in place). Other views of
+** the same base taken before the write keep their old history. */
+int jit_grad_rebase_view(td_tensor *view, td_tensor *base)
+{
+  int64_t n = view->nelem, N = base->nelem;
+  td_tensor *pos = rt_tensor_new(1, &n, TD_INT64);
+  td_tensor *keep = td_full(1, &N, 1.0, base->scalar_type);
+  td_tensor *old = node_out_alias(base), *oldf = NULL, *z = NULL, *vf = NULL, *s = NULL, *bn = NULL;
+  int rc = TD_ERR_NOMEM;
+  if (!pos || !keep || !old) goto done;
+  /* positions: walk the view's elements in row-major order */
+  int64_t idx[TD_MAX_DIMS] = { 0 }, *p = (int64_t *)rt_ptr(pos);
+  int esz = rt_dtype_size(keep->scalar_type);
+  for (int64_t j = 0; j < n; j++) {
+    int64_t off = view->offset - base->offset;
+    for (int d = 0; d < view->ndim; d++) off += idx[d] * view->strides[d];
+    p[j] = off;
+    rt_store(rt_ptr(keep) + off * esz, keep->scalar_type, 0);
+    for (int d = view->ndim - 1; d >= 0 && ++idx[d] == view->sizes[d]; d--) idx[d] = 0;
+  }
+  /* old takes over the base's history, as for any in-place write */
+  old->flags = base->flags & TD_TF_REQUIRES_GRAD;
+  old->rt_grad_fn = base->rt_grad_fn;
+  if (old->rt_grad_fn && old->rt_grad_fn->owner == base) old->rt_grad_fn->owner = old;
+  base->rt_grad_fn = NULL;
+  td_attrs at = { .ndims = -1, .dtype = -1 };          /* i[0] = 0: scatter along the flat dim */
+  td_tensor *zin[2], *sin[3];
+  if (!(oldf = td_reshape(old, 1, &N))) goto restore;
+  zin[0] = oldf; zin[1] = keep;
+  if (!(z = rt_call_record(RT_OP_MUL, 2, zin, NULL))) goto restore;
+  if (!(vf = td_reshape(view, 1, &n))) goto restore;
+  sin[0] = z; sin[1] = pos; sin[2] = vf;
+  if (!(s = rt_call_record(RT_OP_SCATTER_ADD, 3, sin, &at))) goto restore;
+  if (!(bn = td_view(s, base->ndim, base->sizes))) goto restore;
+  base->rt_grad_fn = bn->rt_grad_fn;                   /* base adopts the new history */
+  __atomic_add_fetch(&base->rt_grad_fn->refcount, 1, __ATOMIC_RELAXED);
+  base->rt_grad_fn->owner = base;
+  base->flags |= TD_TF_REQUIRES_GRAD;
+  rc = 0;
+  goto done;
+restore:
+  rc = TD_ERR_GRAD;
+  base->rt_grad_fn = old->rt_grad_fn; old->rt_grad_fn = NULL;
+  if (base->rt_grad_fn && base->rt_grad_fn->owner == old) base->rt_grad_fn->owner = base;
+done:
+  td_release(bn); td_release(s); td_release(vf); td_release(z); td_release(oldf);
+  td_release(old); td_release(keep); td_release(pos);
+  return rc;
 }
 
 /* -- Saved values ------------------------------------------------------------------------ */

@@ -145,6 +145,10 @@ int jit_grad_record(RtCall *c, td_tensor *out);      /* attach a node to out */
 td_tensor *jit_grad_inplace_begin(const RtCall *c, td_tensor *self);
 int jit_grad_record_inplace(RtCall *c, td_tensor *self, td_tensor *old);
 void jit_node_release(struct RtNode *n);
+/* After an in-place write into `view`, give its root `base` the history
+** base_new = scatter(base_old * keep, positions of view, view). */
+int jit_grad_rebase_view(td_tensor *view, td_tensor *base);
+td_tensor *rt_call_record(int op, int nin, td_tensor *const *in, const td_attrs *attrs);
 const char *rt_op_lname(int op);
 int rt_result_type_n(int n, td_tensor *const *in);
 

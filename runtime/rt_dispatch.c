@@ -138,6 +138,10 @@ static td_tensor *call_run(RtCall *c)
     if (!out) return NULL;
   }
   if (oi->kern(c, out)) { td_release(out); return NULL; }
+  if (oi->flags & RT_F_VIEW) {          /* views know their root base (in-place autograd) */
+    out->rt_base = c->in[0]->rt_base ? c->in[0]->rt_base : c->in[0];
+    td_retain(out->rt_base);
+  }
   if (jit_grad_wants(c) && jit_grad_record(c, out)) { td_release(out); return NULL; }
   return out;
 }
@@ -148,6 +152,23 @@ TD_API td_tensor *td_op(int op, int nin, td_tensor *const *in, const td_attrs *a
   if (call_prepare(&c, op, nin, in, attrs)) return NULL;
   td_tensor *out = call_run(&c);
   td_release(c.aux);
+  return out;
+}
+
+/* Record a call for autograd without running its kernel: the result is a
+** contiguous header with the meta's shape and no data. For history whose
+** values already exist (the base of a view written in place). */
+td_tensor *rt_call_record(int op, int nin, td_tensor *const *in, const td_attrs *attrs)
+{
+  RtCall c;
+  if (call_prepare(&c, op, nin, in, attrs)) return NULL;
+  td_tensor *out = rt_tensor_alloc();
+  if (!out) return NULL;
+  out->ndim = c.ndim; out->scalar_type = c.scalar_type; out->device_type = in[0]->device_type;
+  memcpy(out->sizes, c.sizes, sizeof out->sizes);
+  rt_tensor_contig_strides(c.ndim, c.sizes, out->strides);
+  out->nelem = rt_numel(c.ndim, c.sizes);
+  if (jit_grad_wants(&c) && jit_grad_record(&c, out)) { td_release(out); return NULL; }
   return out;
 }
 
@@ -193,16 +214,14 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
   if (grad && !out->rt_grad_fn && (out->flags & TD_TF_REQUIRES_GRAD))
     return rt_err(TD_ERR_GRAD, "%s_: a leaf tensor that requires grad is used in an in-place operation "
                   "(wrap the update in tide.no_grad)", name);
-  if (grad && out->rt_base)
-    return rt_err(TD_ERR_GRAD, "%s_: in-place update of a view of a tensor that requires grad is not "
-                  "supported; use an out-of-place op", name);
-  /* out gains history here; its base, when out is a view of a live tensor,
-  ** would silently miss it */
-  if (grad && !(out->flags & TD_TF_REQUIRES_GRAD) && (out->flags & TD_TF_VIEW) &&
-      out->rt_storage && out->rt_storage->refcount > 1)
-    return rt_err(TD_ERR_GRAD, "%s_: writing a value that requires grad into a view of another tensor is "
-                  "not supported: the base tensor would not see its gradient; build the result out of place "
-                  "(tide.cat, tide.where, ...)", name);
+  /* a view written in place: its base's history is rewritten after the write */
+  td_tensor *base = grad && (out->flags & TD_TF_VIEW) ? out->rt_base : NULL;
+  if (base && !base->rt_grad_fn && (base->flags & TD_TF_REQUIRES_GRAD))
+    return rt_err(TD_ERR_GRAD, "%s_: a view of a leaf tensor that requires grad is used in an in-place "
+                  "operation (wrap the update in tide.no_grad)", name);
+  if (base && !rt_tensor_is_contig(base))
+    return rt_err(TD_ERR_GRAD, "%s_: writing a value that requires grad into a view of a non-contiguous "
+                  "tensor of shape %s is not supported; make the base contiguous first", name, RT_SHAPE(base));
   /* Elementwise kernels write through out's strides when no input overlaps it
   ** at a different position; everything else goes through a temporary. */
   bool direct = oi->kind == RT_K_EW && c.scalar_type == out->scalar_type;
@@ -236,6 +255,7 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
   if (grad) {
     rc = jit_grad_record_inplace(&c, out, saved_self);
     td_release(saved_self);
+    if (!rc && base) rc = jit_grad_rebase_view(out, base);
   }
   return rc;
 }
