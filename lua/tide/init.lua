@@ -281,4 +281,11 @@ for name, f in pairs(T) do
   end
 end
 
+-- submodules that require "tide" themselves load on first use (tide.data, ...)
+local lazy = { data = "tide.data" }
+setmetatable(tide, { __index = function(t, k)
+  local m = lazy[k]
+  if m then local v = require(m); rawset(t, k, v); return v end
+end })
+
 return tide

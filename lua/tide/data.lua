@@ -1,0 +1,309 @@
+--[[
+tide.data -- datasets and batching: Dataset, TensorDataset, DataLoader (batch
+size, seeded shuffle, drop_last, collate), the IDX reader (MNIST family, plain
+or gzip through zlib), and a character vocabulary for text. Samples and
+batches are 1-based, as everything in tide's Lua API.
+--]]
+local tide = require "tide"
+local core = require "tide.core"
+local ffi = core.ffi
+local raise, is_tensor = core.raise, core.is_tensor
+
+local D = {}
+
+-- -- Datasets ----------------------------------------------------------------------------
+
+-- A dataset is any table with :len() and :get(i) (1-based) returning a sample:
+-- a tensor, a number, or a list of them.
+local Dataset = {}
+Dataset.__index = Dataset
+D.Dataset = Dataset
+
+function Dataset:extend()
+  local cls = setmetatable({}, { __index = self })
+  cls.__index = cls
+  return cls
+end
+function Dataset:len() raise("Dataset:len() must be defined by the dataset") end
+function Dataset:get() raise("Dataset:get(i) must be defined by the dataset") end
+
+-- TensorDataset(t1, t2, ...): sample i is { t1[i], t2[i], ... } along dim 1
+local TensorDataset = Dataset:extend()
+D.TensorDataset = TensorDataset
+
+function TensorDataset.new(...)
+  local ts = { ... }
+  if #ts == 0 then raise("TensorDataset: at least one tensor is required") end
+  for i, t in ipairs(ts) do
+    if not is_tensor(t) then raise(("bad argument #%d to 'TensorDataset' (Tensor expected, got %s)"):format(i, type(t))) end
+    if t:dim() == 0 then raise(("TensorDataset: tensor %d is 0-dim; samples are taken along dim 1"):format(i)) end
+    if t:size(1) ~= ts[1]:size(1) then
+      raise(("TensorDataset: tensor %d has %d samples but tensor 1 has %d"):format(i, t:size(1), ts[1]:size(1)))
+    end
+  end
+  return setmetatable({ tensors = ts }, TensorDataset)
+end
+setmetatable(TensorDataset, { __index = Dataset, __call = function(_, ...) return TensorDataset.new(...) end })
+
+function TensorDataset:len() return self.tensors[1]:size(1) end
+function TensorDataset:get(i)
+  local s = {}
+  for k, t in ipairs(self.tensors) do s[k] = t[i] end
+  return s
+end
+-- a whole batch at once: one index_select per tensor instead of one view per sample
+function TensorDataset:get_batch(idx)
+  local out = {}
+  for k, t in ipairs(self.tensors) do out[k] = t:index_select(1, idx) end
+  return out
+end
+
+-- -- Collation -------------------------------------------------------------------------------
+
+-- Stack a list of samples field by field: tensors with tide.stack, numbers
+-- into a tensor (int64 if all integral, else the default float dtype).
+function D.default_collate(samples)
+  local first = samples[1]
+  if is_tensor(first) then return tide.stack(samples, 1) end
+  if type(first) == "number" then return tide.tensor(samples) end
+  if type(first) == "table" then
+    local out = {}
+    for k = 1, #first do
+      local field = {}
+      for j, s in ipairs(samples) do field[j] = s[k] end
+      out[k] = D.default_collate(field)
+    end
+    return out
+  end
+  raise(("default_collate: cannot batch samples of type %s"):format(type(first)))
+end
+
+-- -- Seeded permutations ------------------------------------------------------------------------
+
+-- Fisher-Yates with a small counter-based generator (splitmix64 over
+-- seed and draw index): the same seed gives the same order everywhere.
+local U64 = ffi.typeof("uint64_t")
+local function splitmix(x)
+  x = x + 0x9E3779B97F4A7C15ULL
+  x = bit.bxor(x, bit.rshift(x, 30)) * 0xBF58476D1CE4E5B9ULL
+  x = bit.bxor(x, bit.rshift(x, 27)) * 0x94D049BB133111EBULL
+  return bit.bxor(x, bit.rshift(x, 31))
+end
+
+function D.randperm(n, seed)
+  local p = {}
+  for i = 1, n do p[i] = i end
+  local s = U64(seed or 0) * 0x100000001B3ULL
+  for i = n, 2, -1 do
+    s = s + 1
+    local j = tonumber(splitmix(s) % U64(i)) + 1
+    p[i], p[j] = p[j], p[i]
+  end
+  return p
+end
+
+-- -- DataLoader ------------------------------------------------------------------------------------
+
+local DataLoader = {}
+DataLoader.__index = DataLoader
+D.DataLoader = DataLoader
+
+-- DataLoader(dataset, {batch_size=1, shuffle=false, drop_last=false, seed=0, collate_fn=})
+-- With shuffle, epoch e (counting calls to :batches()) uses the order randperm(n, seed + e).
+function DataLoader.new(dataset, opts)
+  opts = opts or {}
+  if type(dataset) ~= "table" or not dataset.len or not dataset.get then
+    raise("bad argument #1 to 'DataLoader' (dataset with :len() and :get(i) expected)")
+  end
+  local bs = opts.batch_size or 1
+  if type(bs) ~= "number" or bs < 1 or bs ~= math.floor(bs) then
+    raise(("DataLoader: batch_size must be a positive integer, got %s"):format(tostring(bs)))
+  end
+  return setmetatable({ dataset = dataset, batch_size = bs, shuffle = opts.shuffle or false,
+    drop_last = opts.drop_last or false, seed = opts.seed or 0, collate_fn = opts.collate_fn,
+    epoch = 0 }, DataLoader)
+end
+setmetatable(DataLoader, { __call = function(_, ...) return DataLoader.new(...) end })
+
+function DataLoader:len()
+  local n = self.dataset:len()
+  if self.drop_last then return math.floor(n / self.batch_size) end
+  return math.ceil(n / self.batch_size)
+end
+
+
+-- for x, y in loader:batches() do ... end: the fields of each collated batch
+function DataLoader:batches()
+  local ds, n, bs = self.dataset, self.dataset:len(), self.batch_size
+  local order
+  if self.shuffle then order = D.randperm(n, self.seed + self.epoch) end
+  self.epoch = self.epoch + 1
+  local nb, b = self:len(), 0
+  return function()
+    b = b + 1
+    if b > nb then return nil end
+    local lo, hi = (b - 1) * bs + 1, math.min(b * bs, n)
+    local batch
+    if ds.get_batch and not self.collate_fn then
+      local idx = {}
+      for i = lo, hi do idx[#idx + 1] = order and order[i] or i end
+      batch = ds:get_batch(tide.tensor(idx, { dtype = "int64" }))
+    else
+      local samples = {}
+      for i = lo, hi do samples[#samples + 1] = ds:get(order and order[i] or i) end
+      batch = (self.collate_fn or D.default_collate)(samples)
+    end
+    if type(batch) == "table" and not is_tensor(batch) then return unpack(batch) end
+    return batch
+  end
+end
+
+-- -- IDX files (MNIST family) ------------------------------------------------------------------------
+
+ffi.cdef [[
+typedef struct gzFile_s *gzFile;
+gzFile gzopen(const char *path, const char *mode);
+int gzread(gzFile file, void *buf, unsigned int len);
+int gzwrite(gzFile file, const void *buf, unsigned int len);
+int gzclose(gzFile file);
+]]
+local zlib
+local function z()
+  if not zlib then
+    local ok, lib = pcall(ffi.load, "z")
+    if not ok then ok, lib = pcall(ffi.load, "libz.so.1") end
+    if not ok then raise("read_idx: zlib (libz.so.1) is not available: " .. tostring(lib)) end
+    zlib = lib
+  end
+  return zlib
+end
+D._zlib = z
+
+-- Read the whole file, gunzipping when it starts with the gzip magic (zlib's
+-- gzread passes plain files through unchanged).
+local function read_all(path, fname)
+  local gz = z().gzopen(path, "rb")
+  if gz == nil then raise(("%s: cannot open '%s'"):format(fname, path)) end
+  local chunks, total = {}, 0
+  local buf = ffi.new("uint8_t[?]", 1048576)
+  while true do
+    local n = z().gzread(gz, buf, 1048576)
+    if n < 0 then z().gzclose(gz); raise(("%s: '%s' is not a valid gzip or plain file"):format(fname, path)) end
+    if n == 0 then break end
+    chunks[#chunks + 1] = ffi.string(buf, n)
+    total = total + n
+  end
+  z().gzclose(gz)
+  return table.concat(chunks), total
+end
+
+-- IDX type codes -> tide dtype, element size, and whether bytes must be swapped
+local IDX = {
+  [0x08] = { "uint8", 1 }, [0x09] = { "int32", 1, signed8 = true }, [0x0B] = { "int32", 2 },
+  [0x0C] = { "int32", 4 }, [0x0D] = { "float32", 4 }, [0x0E] = { "float64", 8 },
+}
+
+-- read_idx(path) -> tensor with the file's shape (uint8 images stay uint8)
+function D.read_idx(path)
+  if type(path) ~= "string" then raise(("bad argument #1 to 'read_idx' (string expected, got %s)"):format(type(path))) end
+  local s, n = read_all(path, "read_idx")
+  if n < 4 or s:byte(1) ~= 0 or s:byte(2) ~= 0 then
+    raise(("read_idx: '%s' is not an IDX file (bad magic number)"):format(path))
+  end
+  local code, nd = s:byte(3), s:byte(4)
+  local info = IDX[code]
+  if not info then raise(("read_idx: '%s' has unknown element type 0x%02x"):format(path, code)) end
+  if nd < 1 or nd > 8 then raise(("read_idx: '%s' claims %d dims (1..8 supported)"):format(path, nd)) end
+  if n < 4 + 4 * nd then raise(("read_idx: '%s' is truncated inside its header"):format(path)) end
+  local shape, count = {}, 1
+  for d = 1, nd do
+    local a, b, c, e = s:byte(4 * d + 1, 4 * d + 4)
+    shape[d] = ((a * 256 + b) * 256 + c) * 256 + e
+    count = count * shape[d]
+  end
+  local esz = info[2]
+  local want = 4 + 4 * nd + count * esz
+  if n ~= want then
+    raise(("read_idx: '%s' has %d bytes but its header %s of 0x%02x needs %d"):format(path, n,
+      "[" .. table.concat(shape, ",") .. "]", code, want))
+  end
+  local off = 4 + 4 * nd
+  local dt = tide[info[1]]
+  if esz == 1 and not info.signed8 then
+    local t = tide.empty(shape, { dtype = dt })
+    ffi.copy(require("tide.tensor").fields(t).ptr, ffi.cast("const char *", s) + off, count)
+    return t
+  end
+  -- big-endian multi-byte (or signed byte) elements: convert through a typed buffer
+  local raw = ffi.cast("const uint8_t *", s) + off
+  local buf = ffi.new(dt == tide.float64 and "double[?]" or dt == tide.float32 and "float[?]" or "int32_t[?]", count)
+  local tmp = ffi.new("uint8_t[8]")
+  for i = 0, count - 1 do
+    if esz == 1 then buf[i] = raw[i] >= 128 and raw[i] - 256 or raw[i]
+    else
+      for k = 0, esz - 1 do tmp[k] = raw[i * esz + esz - 1 - k] end
+      if esz == 2 then local v = ffi.cast("int16_t *", tmp)[0]; buf[i] = v
+      elseif esz == 4 and dt == tide.int32 then buf[i] = ffi.cast("int32_t *", tmp)[0]
+      elseif esz == 4 then buf[i] = ffi.cast("float *", tmp)[0]
+      else buf[i] = ffi.cast("double *", tmp)[0] end
+    end
+  end
+  local t = tide.empty(shape, { dtype = dt })
+  ffi.copy(require("tide.tensor").fields(t).ptr, buf, count * dt.itemsize)
+  return t
+end
+
+-- -- Text ----------------------------------------------------------------------------------------------
+
+-- CharVocab(text): the sorted distinct characters (bytes) of text; ids are 1-based.
+local CharVocab = {}
+CharVocab.__index = CharVocab
+D.CharVocab = CharVocab
+
+function CharVocab.new(text)
+  if type(text) ~= "string" then raise(("bad argument #1 to 'CharVocab' (string expected, got %s)"):format(type(text))) end
+  local seen, chars = {}, {}
+  for i = 1, #text do
+    local c = text:sub(i, i)
+    if not seen[c] then seen[c] = true; chars[#chars + 1] = c end
+  end
+  table.sort(chars)
+  local stoi = {}
+  for i, c in ipairs(chars) do stoi[c] = i end
+  return setmetatable({ itos = chars, stoi = stoi, size = #chars }, CharVocab)
+end
+setmetatable(CharVocab, { __call = function(_, ...) return CharVocab.new(...) end })
+
+-- encode(str) -> int64 tensor of 1-based ids
+function CharVocab:encode(str)
+  local ids = ffi.new("double[?]", math.max(#str, 1))
+  for i = 1, #str do
+    local id = self.stoi[str:sub(i, i)]
+    if not id then raise(("CharVocab:encode: character %q (byte %d) at position %d is not in the vocabulary"):format(
+      str:sub(i, i), str:byte(i), i)) end
+    ids[i - 1] = id
+  end
+  return core.wrap(core.C.td_from_doubles(1, ffi.new("int64_t[1]", #str), tide.int64.id, ids))
+end
+
+-- decode(ids) -> string; ids a tensor or a table of 1-based ids
+function CharVocab:decode(ids)
+  if is_tensor(ids) then ids = ids:reshape(-1):totable() end
+  local out = {}
+  for i, id in ipairs(ids) do
+    local c = self.itos[id]
+    if not c then raise(("CharVocab:decode: id %s at position %d is out of range 1..%d"):format(tostring(id), i, self.size)) end
+    out[i] = c
+  end
+  return table.concat(out)
+end
+
+-- split(t, frac) -> the first frac of t along dim 1, and the rest (views)
+function D.split(t, frac)
+  local n = t:size(1)
+  local k = math.floor(n * frac + 0.5)
+  if k < 1 or k >= n then raise(("split: fraction %g of %d leaves an empty part"):format(frac, n)) end
+  return t:narrow(1, 1, k), t:narrow(1, k + 1, n - k)
+end
+
+return D
