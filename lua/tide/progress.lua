@@ -1,0 +1,105 @@
+--[[
+tide.progress -- progress reporting for training loops: on a terminal, one
+line redrawn in place with the count, rate, ETA and running values (loss);
+otherwise plain log lines every `every` steps and at the end, so logs stay
+readable when output goes to a file or CI.
+
+  local bar = tide.progress.bar(#loader, { desc = "epoch 1" })
+  for x, y in loader:batches() do ...; bar:update(1, { loss = loss:item() }) end
+  bar:close()
+--]]
+local ffi = require "ffi"
+local core = require "tide.core"
+local raise = core.raise
+
+pcall(ffi.cdef, "int isatty(int fd);")
+
+local P = {}
+
+local function is_tty()
+  local ok, r = pcall(function() return ffi.C.isatty(1) == 1 end)
+  return ok and r and os.getenv("TERM") ~= "dumb"
+end
+
+local function fmt_time(s)
+  if s ~= s or s == math.huge then return "?" end
+  s = math.floor(s + 0.5)
+  if s >= 3600 then return ("%d:%02d:%02d"):format(s / 3600, (s / 60) % 60, s % 60) end
+  return ("%02d:%02d"):format(s / 60, s % 60)
+end
+
+-- monotonic clock in seconds
+local ts
+pcall(ffi.cdef, "typedef struct tide_timespec { long tv_sec; long tv_nsec; } tide_timespec; int clock_gettime(int, tide_timespec *);")
+local function clock()
+  ts = ts or ffi.new("tide_timespec")
+  ffi.C.clock_gettime(1, ts)
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
+end
+P.clock = clock
+
+local Bar = {}
+Bar.__index = Bar
+
+-- bar(total, {desc=, out=io.stdout, tty=auto, every=max(1, total/10), width=24, smoothing=0.1})
+-- Running values passed to update are averaged with exponential smoothing.
+function P.bar(total, opts)
+  opts = opts or {}
+  if total ~= nil and (type(total) ~= "number" or total < 0) then
+    raise(("bad argument #1 to 'bar' (non-negative number or nil expected, got %s)"):format(tostring(total)))
+  end
+  local tty = opts.tty
+  if tty == nil then tty = is_tty() end
+  return setmetatable({ total = total, n = 0, desc = opts.desc, out = opts.out or io.stdout, tty = tty,
+    every = opts.every or math.max(1, math.floor((total or 10) / 10)), width = opts.width or 24,
+    smoothing = opts.smoothing or 0.1, values = {}, keys = {}, start = (opts.clock or clock)(),
+    clock = opts.clock or clock, last_print = -1 }, Bar)
+end
+
+function Bar:update(k, values)
+  self.n = self.n + (k or 1)
+  for name, v in pairs(values or {}) do
+    if self.values[name] == nil then self.keys[#self.keys + 1] = name; table.sort(self.keys); self.values[name] = v
+    else self.values[name] = self.values[name] + self.smoothing * (v - self.values[name]) end
+  end
+  if self.tty or self.n - math.max(self.last_print, 0) >= self.every or (self.total and self.n >= self.total) then
+    self:render(false)
+  end
+end
+
+function Bar:line()
+  local el = self.clock() - self.start
+  local rate = el > 0 and self.n / el or 0
+  local parts = {}
+  if self.desc then parts[#parts + 1] = self.desc end
+  if self.total and self.total > 0 then
+    local f = math.min(self.n / self.total, 1)
+    if self.tty then
+      local full = math.floor(f * self.width)
+      parts[#parts + 1] = ("%3d%% |%s%s|"):format(math.floor(f * 100), ("#"):rep(full), (" "):rep(self.width - full))
+    end
+    parts[#parts + 1] = ("%d/%d"):format(self.n, self.total)
+    local eta = rate > 0 and (self.total - self.n) / rate or math.huge
+    parts[#parts + 1] = ("[%s<%s, %.2f it/s]"):format(fmt_time(el), fmt_time(eta), rate)
+  else
+    parts[#parts + 1] = ("%d [%s, %.2f it/s]"):format(self.n, fmt_time(el), rate)
+  end
+  for _, name in ipairs(self.keys) do parts[#parts + 1] = ("%s=%.4g"):format(name, self.values[name]) end
+  return table.concat(parts, " ")
+end
+
+function Bar:render(final)
+  self.last_print = self.n
+  if self.tty then self.out:write("\r\27[K", self:line(), final and "\n" or "")
+  else self.out:write(self:line(), "\n") end
+  self.out:flush()
+end
+
+-- Print the final state (once) and end the terminal line.
+function Bar:close()
+  if self.closed then return end
+  self.closed = true
+  if self.tty or self.last_print ~= self.n then self:render(true) end
+end
+
+return P
