@@ -378,3 +378,9 @@ RULE(cat, 0, {
   }
   return rc;
 })
+
+/* -- Sliding windows ----------------------------------------------------------------------- */
+
+/* unfold and fold are adjoint: each one's gradient is the other on g */
+RULE(unfold, 0, return set(k, 0, op1a(k, RT_OP_FOLD, G, &k->n->attrs));)
+RULE(fold, 0, return set(k, 0, op1a(k, RT_OP_UNFOLD, G, &k->n->attrs));)

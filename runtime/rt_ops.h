@@ -103,7 +103,10 @@
   _(GATHER,     INDEX, 2, RT_F_NOPROMO,          gather, gather, gather) \
   _(SCATTER_ADD,INDEX, 3, RT_F_NOPROMO,          scatter_add, scatter_add, scatter_add) \
   _(SLICE_SCATTER, INDEX, 2, 0,                  slice_scatter, slice_scatter, slice_scatter) \
-  _(CAT,        INDEX, -1, 0,                    cat, cat, cat)
+  _(CAT,        INDEX, -1, 0,                    cat, cat, cat) \
+  /* -- sliding windows (rt_conv.c): im2col and its adjoint col2im */ \
+  _(UNFOLD,     INDEX, 1, RT_F_FLOAT,            unfold, unfold, unfold) \
+  _(FOLD,       INDEX, 1, RT_F_FLOAT,            fold, fold, fold)
 
 typedef enum {
 #define RT_OPENUM(name, kind, arity, flags, meta, kern, grad) RT_OP_##name,

@@ -13,7 +13,7 @@ local tide = { Tensor = T, C = C, is_tensor = is_tensor }
 
 -- dtype names win over the same-named conversion methods (tide.float is a dtype, x:float() converts)
 for name, d in pairs(core.dtypes) do tide[name] = d end
-for _, n in ipairs { "where", "cat", "concat", "concatenate", "stack", "embedding", "one_hot" } do tide[n] = tensor[n] end
+for _, n in ipairs { "where", "cat", "concat", "concatenate", "stack", "embedding", "one_hot", "im2col", "col2im" } do tide[n] = tensor[n] end
 
 -- -- Creation -------------------------------------------------------------------------------
 

@@ -775,6 +775,46 @@ function M.one_hot(idx, n)
   return T.long(T.eq(T.unsqueeze(idx, -1), classes))
 end
 
+-- -- Sliding windows (im2col / col2im, as torch.nn.functional.unfold / fold) ----------------
+
+local function pair(v, what, fname, min)
+  if type(v) == "number" then v = { v, v } end
+  if type(v) ~= "table" or #v ~= 2 or type(v[1]) ~= "number" or type(v[2]) ~= "number" then
+    raise(("%s: %s must be a number or a pair of numbers, got %s"):format(fname, what, tostring(v)))
+  end
+  if v[1] < min or v[2] < min then raise(("%s: %s must be >= %d, got {%d, %d}"):format(fname, what, min, v[1], v[2])) end
+  return v
+end
+
+local function window_attrs(fname, kernel, opts)
+  opts = opts or {}
+  local k = pair(kernel, "kernel_size", fname, 1)
+  local st = pair(opts.stride or 1, "stride", fname, 1)
+  local pd = pair(opts.padding or 0, "padding", fname, 0)
+  local dl = pair(opts.dilation or 1, "dilation", fname, 1)
+  local at = attrs()
+  at.i[0], at.i[1], at.i[2], at.i[3] = k[1], k[2], st[1], st[2]
+  at.ndims = 6
+  at.dims[0], at.dims[1], at.dims[2], at.dims[3] = pd[1], pd[2], dl[1], dl[2]
+  return at
+end
+
+-- im2col(x, kernel_size, {stride=1, padding=0, dilation=1}): x (N, C, H, W) ->
+-- (N, C*kh*kw, L), column l holding the window at output position l (row-major)
+function M.im2col(x, kernel, opts)
+  targ(x, 1, "im2col")
+  return op1(OP.unfold, x, window_attrs("im2col", kernel, opts))
+end
+
+-- col2im(cols, output_size, kernel_size, opts): the adjoint, summing overlapping windows
+function M.col2im(cols, output_size, kernel, opts)
+  targ(cols, 1, "col2im")
+  local o = pair(output_size, "output_size", "col2im", 1)
+  local at = window_attrs("col2im", kernel, opts)
+  at.dims[4], at.dims[5] = o[1], o[2]
+  return op1(OP.fold, cols, at)
+end
+
 -- -- Operators ----------------------------------------------------------------------------------
 
 local mt = {}

@@ -270,6 +270,18 @@ local CASES = {
     { "dim 1, step 2", function(b, s) return slice_scatter(b, s, 1, 1, 7, 2) end,
       function() return { any { 7, 2 }, any { 4, 2 } } end },
   },
+  unfold = {
+    { "3x2 kernel, stride, padding, dilation", function(x) return tide.im2col(x, { 3, 2 }, { stride = { 2, 1 }, padding = 1, dilation = { 1, 2 } }) end,
+      function() return { any { 2, 3, 5, 4 } } end },
+    { "1x1 kernel on a permuted view", function(x) return tide.im2col(x:permute(1, 2, 4, 3), 1) end,
+      function() return { any { 1, 2, 3, 2 } } end },
+  },
+  fold = {
+    { "overlapping 2x2 windows", function(c) return tide.col2im(c, { 4, 3 }, 2) end,
+      function() return { any { 2, 8, 6 } } end },
+    { "stride 2, padding 1", function(c) return tide.col2im(c, { 5, 5 }, 3, { stride = 2, padding = 1 }) end,
+      function() return { any { 1, 9, 9 } } end },
+  },
   cat = {
     { "dim 1", function(a, b, c) return tide.cat({ a, b, c }, 1) end,
       function() return { any { 2, 3 }, any { 1, 3 }, any { 4, 3 } } end },
