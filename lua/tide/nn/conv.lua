@@ -1,0 +1,164 @@
+--[[
+tide.nn.conv -- convolution, pooling and batch normalization as functions
+(merged into tide.nn.functional): conv1d, conv2d, max_pool2d, avg_pool2d,
+adaptive_avg_pool2d, batch_norm. Convolutions are im2col (the unfold op in
+the op table) + one batched matmul per call; pooling reduces the windows.
+Shapes as PyTorch: input (N, C, H, W), weight (O, C/groups, kh, kw).
+--]]
+local tide = require "tide"
+local core = require "tide.core"
+local raise, is_tensor = core.raise, core.is_tensor
+
+local F = {}
+
+local function pair(v) if type(v) == "number" then return { v, v } end return v end
+local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
+
+local function check4(fname, x)
+  if not is_tensor(x) then raise(("bad argument #1 to '%s' (Tensor expected, got %s)"):format(fname, type(x))) end
+  if x:dim() ~= 4 then raise(("%s: expected a 4-D input (N, C, H, W), got %s"):format(fname, shape(x))) end
+end
+
+-- conv2d(input, weight, bias, {stride=1, padding=0, dilation=1, groups=1})
+function F.conv2d(x, w, b, opts)
+  opts = opts or {}
+  check4("conv2d", x)
+  if not is_tensor(w) or w:dim() ~= 4 then
+    raise(("conv2d: weight must be a 4-D tensor (O, C/groups, kh, kw), got %s"):format(is_tensor(w) and shape(w) or type(w)))
+  end
+  local g = opts.groups or 1
+  local N, Cin, H, W = unpack(x:size())
+  local O, Cg, kh, kw = unpack(w:size())
+  if Cin % g ~= 0 or O % g ~= 0 or Cg * g ~= Cin then
+    raise(("conv2d: input %s with %d groups needs weight (O, %d, kh, kw) and O divisible by %d, got weight %s")
+      :format(shape(x), g, Cin % g == 0 and Cin / g or -1, g, shape(w)))
+  end
+  local cols = tide.im2col(x, { kh, kw }, opts)                -- (N, C*kh*kw, L)
+  local L = cols:size(3)
+  local K = Cg * kh * kw
+  local out = w:reshape(g, O / g, K):matmul(cols:view(N, g, K, L))   -- (N, g, O/g, L)
+  local st, pd, dl = pair(opts.stride or 1), pair(opts.padding or 0), pair(opts.dilation or 1)
+  local OH = math.floor((H + 2 * pd[1] - dl[1] * (kh - 1) - 1) / st[1]) + 1
+  local OW = math.floor((W + 2 * pd[2] - dl[2] * (kw - 1) - 1) / st[2]) + 1
+  out = out:reshape(N, O, OH, OW)
+  if b ~= nil then out = out + b:view(1, O, 1, 1) end
+  return out
+end
+
+-- conv1d(input (N, C, L), weight (O, C/groups, k), bias, opts): conv2d over a 1-row plane
+function F.conv1d(x, w, b, opts)
+  opts = opts or {}
+  if not is_tensor(x) or x:dim() ~= 3 then
+    raise(("conv1d: expected a 3-D input (N, C, L), got %s"):format(is_tensor(x) and shape(x) or type(x)))
+  end
+  if not is_tensor(w) or w:dim() ~= 3 then
+    raise(("conv1d: weight must be a 3-D tensor (O, C/groups, k), got %s"):format(is_tensor(w) and shape(w) or type(w)))
+  end
+  local o2 = { groups = opts.groups, stride = { 1, opts.stride or 1 }, padding = { 0, opts.padding or 0 },
+    dilation = { 1, opts.dilation or 1 } }
+  local y = F.conv2d(x:unsqueeze(3), w:unsqueeze(3), b, o2)
+  return y:squeeze(3)
+end
+
+-- windows of each channel plane: (N*C, kh*kw, L) and the output plane size
+local function windows(fname, x, kernel, opts)
+  check4(fname, x)
+  local k = pair(kernel)
+  local o = { stride = opts.stride or k, padding = opts.padding or 0, dilation = opts.dilation or 1 }
+  local pd = pair(o.padding)
+  if pd[1] * 2 > k[1] or pd[2] * 2 > k[2] then
+    raise(("%s: padding {%d, %d} must be at most half the kernel {%d, %d}"):format(fname, pd[1], pd[2], k[1], k[2]))
+  end
+  local N, C, H, W = unpack(x:size())
+  local cols = tide.im2col(x:reshape(N * C, 1, H, W), k, o)
+  local st, dl = pair(o.stride), pair(o.dilation)
+  local OH = math.floor((H + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) / st[1]) + 1
+  local OW = math.floor((W + 2 * pd[2] - dl[2] * (k[2] - 1) - 1) / st[2]) + 1
+  return cols, N, C, OH, OW
+end
+
+-- max_pool2d(x, kernel_size, {stride=kernel_size, padding=0, dilation=1, return_indices=false})
+-- The padding must never win: the windows are taken of x shifted to be > 0, so
+-- im2col's zero padding is below every real value.
+function F.max_pool2d(x, kernel, opts)
+  opts = opts or {}
+  if opts.ceil_mode then raise("max_pool2d: ceil_mode=true is not supported") end
+  local shift = 0
+  if (opts.padding or 0) ~= 0 then
+    shift = tide.no_grad(function() return x:min():item() end) - 1
+  end
+  local cols, N, C, OH, OW = windows("max_pool2d", shift ~= 0 and x - shift or x, kernel, opts)
+  local v, i = cols:max(2)
+  v = v:view(N, C, OH, OW)
+  if shift ~= 0 then v = v + shift end
+  if opts.return_indices then return v, i:view(N, C, OH, OW) end
+  return v
+end
+
+-- avg_pool2d(x, kernel_size, {stride=kernel_size, padding=0}): count_include_pad, as PyTorch's default
+function F.avg_pool2d(x, kernel, opts)
+  opts = opts or {}
+  if opts.ceil_mode then raise("avg_pool2d: ceil_mode=true is not supported") end
+  if opts.count_include_pad == false then raise("avg_pool2d: count_include_pad=false is not supported") end
+  local cols, N, C, OH, OW = windows("avg_pool2d", x, kernel, opts)
+  return cols:mean(2):view(N, C, OH, OW)
+end
+
+-- adaptive_avg_pool2d(x, output_size): cell (i, j) averages rows
+-- floor(i H / OH) .. ceil((i+1) H / OH) - 1 (0-based), as PyTorch
+function F.adaptive_avg_pool2d(x, output_size)
+  check4("adaptive_avg_pool2d", x)
+  local o = pair(output_size)
+  local N, C, H, W = unpack(x:size())
+  if H % o[1] == 0 and W % o[2] == 0 then
+    return F.avg_pool2d(x, { H / o[1], W / o[2] })
+  end
+  local rows = {}
+  for i = 0, o[1] - 1 do
+    local h0, h1 = math.floor(i * H / o[1]), math.ceil((i + 1) * H / o[1])
+    local cells = {}
+    for j = 0, o[2] - 1 do
+      local w0, w1 = math.floor(j * W / o[2]), math.ceil((j + 1) * W / o[2])
+      cells[#cells + 1] = x:narrow(3, h0 + 1, h1 - h0):narrow(4, w0 + 1, w1 - w0):mean({ 3, 4 })
+    end
+    rows[#rows + 1] = tide.stack(cells, 3)          -- (N, C, OW)
+  end
+  return tide.stack(rows, 3)                          -- (N, C, OH, OW)
+end
+
+-- batch_norm(x, running_mean, running_var, weight, bias, {training=false, momentum=0.1, eps=1e-5})
+-- x (N, C) or (N, C, ...): statistics over every dim but 2. In training the batch
+-- statistics normalize (biased variance) and the running ones are updated in
+-- place with the unbiased variance, as PyTorch.
+function F.batch_norm(x, rm, rv, w, b, opts)
+  opts = opts or {}
+  if not is_tensor(x) or x:dim() < 2 then
+    raise(("batch_norm: expected an input (N, C, ...), got %s"):format(is_tensor(x) and shape(x) or type(x)))
+  end
+  local C, eps, momentum = x:size(2), opts.eps or 1e-5, opts.momentum or 0.1
+  local dims, count = { 1 }, x:size(1)
+  for d = 3, x:dim() do dims[#dims + 1] = d; count = count * x:size(d) end
+  local bshape = { 1, C }
+  for _ = 3, x:dim() do bshape[#bshape + 1] = 1 end
+  local mean, var
+  if opts.training then
+    if count < 2 then raise(("batch_norm: expected more than 1 value per channel when training, got input %s"):format(shape(x))) end
+    mean = x:mean(dims, true)
+    var = x:var(dims, { correction = 0, keepdim = true })
+    if rm ~= nil then
+      tide.no_grad(function()
+        rm:mul_(1 - momentum):add_(mean:detach():view(C) * momentum)
+        rv:mul_(1 - momentum):add_(var:detach():view(C) * (momentum * count / (count - 1)))
+      end)
+    end
+  else
+    if rm == nil or rv == nil then raise("batch_norm: running_mean and running_var are required when not training") end
+    mean, var = rm:view(bshape), rv:view(bshape)
+  end
+  local y = (x - mean) * (var + eps):rsqrt()
+  if w ~= nil then y = y * w:view(bshape) end
+  if b ~= nil then y = y + b:view(bshape) end
+  return y
+end
+
+return F
