@@ -52,10 +52,11 @@ examples/c_host: $(B)/c_host
 PREFIX ?= /usr/local
 LUADIR ?= $(PREFIX)/share/lua/5.1
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(LUADIR)/tide
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(LUADIR)/tide/nn
 	install -m 644 $(B)/libtide.so $(B)/libtide.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 runtime/tide.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 lua/tide/*.lua $(DESTDIR)$(LUADIR)/tide/
+	install -m 644 lua/tide/nn/*.lua $(DESTDIR)$(LUADIR)/tide/nn/
 	install -m 644 $(B)/tide_cdef.lua $(DESTDIR)$(LUADIR)/tide/cdef.lua
 	@[ -n "$(DESTDIR)" ] || ldconfig 2>/dev/null || true
 
