@@ -1,9 +1,9 @@
 #!/bin/sh
-# Install the Debian packages tide needs, only those missing. Runs as root on a
+# Install the Debian packages tide needs (and any named as arguments), only those missing. Runs as root on a
 # fresh Debian 12 (apt only); prints nothing when everything is present.
 set -e
 PKGS="gcc make pkg-config binutils libc6-dev libgccjit-12-dev luajit libluajit-5.1-dev lua-busted \
-ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev"
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev $*"     # extra packages as arguments (datasets for examples)
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
