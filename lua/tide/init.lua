@@ -288,4 +288,9 @@ setmetatable(tide, { __index = function(t, k)
   if m then local v = require(m); rawset(t, k, v); return v end
 end })
 
+-- checkpoints: safetensors and .npy (tide.serialize, loaded on first use)
+for _, n in ipairs { "save", "load", "save_npy", "load_npy" } do
+  tide[n] = function(...) return require("tide.serialize")[n](...) end
+end
+
 return tide
