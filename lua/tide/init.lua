@@ -282,7 +282,8 @@ for name, f in pairs(T) do
 end
 
 -- submodules that require "tide" themselves load on first use (tide.data, ...)
-local lazy = { data = "tide.data", progress = "tide.progress", nn = "tide.nn", optim = "tide.optim" }
+local lazy = { data = "tide.data", progress = "tide.progress", nn = "tide.nn", optim = "tide.optim",
+  checkpoint = "tide.checkpoint" }
 setmetatable(tide, { __index = function(t, k)
   local m = lazy[k]
   if m then local v = require(m); rawset(t, k, v); return v end
