@@ -234,22 +234,19 @@ function T.masked_fill_(x, mask, v) return inplace(OP.where, "masked_fill_", x, 
 function T.dim(x) return x.ndim end
 function T.numel(x) return tonumber(x.nelem) end
 T.nelement = T.numel
-function T.size(x, d)
-  if d == nil then
-    local s = {}
-    for i = 0, x.ndim - 1 do s[i + 1] = tonumber(x.sizes[i]) end
-    return s
+-- x:size() / x:size(d), x:stride() / x:stride(d): one read of the raw fields
+local function geometry(field, fname)
+  return function(x, d)
+    local f = M.fields(x)
+    if d == nil then
+      local s = {}
+      for i = 0, f.ndim - 1 do s[i + 1] = tonumber(f[field][i]) end
+      return s
+    end
+    return tonumber(f[field][dim1(d, f.ndim, fname) - 1])
   end
-  return tonumber(x.sizes[dim1(d, x.ndim, "size") - 1])
 end
-function T.stride(x, d)
-  if d == nil then
-    local s = {}
-    for i = 0, x.ndim - 1 do s[i + 1] = tonumber(x.strides[i]) end
-    return s
-  end
-  return tonumber(x.strides[dim1(d, x.ndim, "stride") - 1])
-end
+T.size, T.stride = geometry("sizes", "size"), geometry("strides", "stride")
 function T.is_contiguous(x) return C.td_is_contiguous(x.p) ~= 0 end
 function T.is_floating_point(x) return x.scalar_type >= 4 end
 function T.element_size(x) return C.td_dtype_size(x.scalar_type) end
