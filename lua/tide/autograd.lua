@@ -86,6 +86,10 @@ local function with_mode(on, fn, ...)
   return unpack(r, 2, table.maxn(r))
 end
 function A.no_grad(fn, ...) return with_mode(false, fn, ...) end
+-- inference_mode(fn, ...): PyTorch 1.9's mode without autograd bookkeeping. In
+-- tide, grad-disabled mode already records nothing (no nodes, no saved tensors,
+-- no view bases tracked for autograd), so it is no_grad by another name.
+A.inference_mode = A.no_grad
 function A.enable_grad(fn, ...) return with_mode(true, fn, ...) end
 function A.set_grad_enabled(on) return C.td_set_grad_enabled(on and 1 or 0) ~= 0 end
 function A.is_grad_enabled() return C.td_grad_enabled() ~= 0 end

@@ -258,6 +258,7 @@ function tide.empty_cache() C.td_empty_cache() end
 tide.autograd = require "tide.autograd"
 tide.no_grad, tide.enable_grad, tide.set_grad_enabled, tide.is_grad_enabled =
   tide.autograd.no_grad, tide.autograd.enable_grad, tide.autograd.set_grad_enabled, tide.autograd.is_grad_enabled
+tide.inference_mode = tide.autograd.inference_mode
 
 tensor.index_get = require("tide.index").get
 tensor.index_set = require("tide.index").set

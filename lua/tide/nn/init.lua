@@ -39,6 +39,7 @@ local raise, is_tensor, argerr, shape_str = core.raise, tide.is_tensor, tensor.a
 
 local nn = { functional = F, init = init }
 nn.utils = require "tide.nn.utils"      -- clip_grad_norm_, clip_grad_value_
+for k, v in pairs(require "tide.nn.parametrize") do nn.utils[k] = v end   -- weight_norm, spectral_norm
 
 -- -- Formatting (Python's repr, for __tostring) ------------------------------------------------
 
