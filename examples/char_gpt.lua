@@ -9,7 +9,10 @@ validation loss, writes a checkpoint, resumes from it, and samples text.
   luajit examples/char_gpt.lua [--steps 300] [--batch 16] [--block 64] [--layers 4]
       [--heads 4] [--dim 128] [--lr 3e-3] [--warmup 30] [--eval-every 100]
       [--ckpt char_gpt.ckpt] [--resume 1] [--sample 300] [--prompt "And God said"]
-      [--temperature 0.8] [--text FILE] [--seed 0]
+      [--temperature 0.8] [--text FILE] [--seed 0] [--bench N]
+
+--bench N times N training steps (after 5 warm-up steps) and prints the median
+step time instead of training (bench/RESULTS.md, workload W3).
 
 Run it from the checkout (or with LUA_PATH set as in the README); `make gpt`
 installs the packages and runs a short configuration.
@@ -22,7 +25,7 @@ local nn, F, data = tide.nn, tide.nn.functional, tide.data
 
 local opt = { steps = 300, batch = 16, block = 64, layers = 4, heads = 4, dim = 128, lr = 3e-3, warmup = 30,
   ["eval-every"] = 100, ckpt = "char_gpt.ckpt", resume = 0, sample = 300, prompt = "And God said",
-  temperature = 0.8, text = "", seed = 0 }
+  temperature = 0.8, text = "", seed = 0, bench = 0 }
 local i = 1
 while i <= #arg do
   local k = arg[i]:match("^%-%-(.+)$")
@@ -141,6 +144,22 @@ local function estimate(split, n)
   tide.no_grad(function() for _ = 1, n do s = s + loss_of(batch(split)):item() end end)
   model:train()
   return s / n
+end
+
+if opt.bench > 0 then
+  local function train_step()
+    local loss = loss_of(batch(train))
+    optim:zero_grad(); loss:backward()
+    tide.nn.utils.clip_grad_norm_(model:parameters(), 1.0)
+    optim:step(); sched:step()
+  end
+  for _ = 1, 5 do train_step() end
+  local t = {}
+  for k = 1, opt.bench do local t0 = tide.progress.clock(); train_step(); t[k] = tide.progress.clock() - t0 end
+  table.sort(t)
+  print(("W3 train step  tide eager (Lua)  threads=%d  median %.1f ms  min %.1f  max %.1f  (%d steps)"):format(
+    tide.get_num_threads(), t[math.floor(opt.bench / 2) + 1] * 1e3, t[1] * 1e3, t[opt.bench] * 1e3, opt.bench))
+  os.exit(0)
 end
 
 -- -- Training, checkpoint, resume ---------------------------------------------------------------------
