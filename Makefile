@@ -66,7 +66,13 @@ deps:
 test: deps all
 	@sh scripts/run-tests.sh
 
+# the main example: Fashion-MNIST, the MLP for 2 epochs (85.87% test accuracy, well under 2 minutes)
 example: deps all
+	@sh scripts/install-deps.sh dataset-fashion-mnist
+	TIDE_BUILD=$(B) $(LUAJIT) examples/fashion_mnist.lua --model mlp --epochs 2
+
+# a printed tour of the API (no data needed)
+tour: deps all
 	TIDE_BUILD=$(B) $(LUAJIT) examples/tour.lua
 
 # Fashion-MNIST (Debian's dataset-fashion-mnist): the MLP for 5 epochs (~88% test accuracy)
@@ -88,4 +94,4 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: all deps test example fashion gpt bench clean stats install examples/c_host
+.PHONY: all deps test example tour fashion gpt bench clean stats install examples/c_host
