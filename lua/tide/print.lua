@@ -89,28 +89,15 @@ local function formatter(vals, st)
   local sci_spec = "%." .. PRECISION .. "e"
   local fix_spec = "%." .. PRECISION .. "f"
   if any then
-    if int_mode then
-      if maxa / mina > 1000 or maxa > 1e8 then
-        sci_mode = true
-        for _, v in ipairs(vals) do
-          if finite(v) and v ~= 0 then max_width = math.max(max_width, #pyfmt(sci_spec, v)) end
-        end
-      else
-        for _, v in ipairs(vals) do
-          if finite(v) and v ~= 0 then max_width = math.max(max_width, #pyfmt("%.0f", v) + 1) end
-        end
-      end
-    else
-      if maxa / mina > 1000 or maxa > 1e8 or mina < 1e-4 then
-        sci_mode = true
-        for _, v in ipairs(vals) do
-          if finite(v) and v ~= 0 then max_width = math.max(max_width, #pyfmt(sci_spec, v)) end
-        end
-      else
-        for _, v in ipairs(vals) do
-          if finite(v) and v ~= 0 then max_width = math.max(max_width, #pyfmt(fix_spec, v)) end
-        end
-      end
+    -- one format for every shown value: scientific when the range is wide,
+    -- else "%.0f." for whole numbers or fixed-point (PyTorch's _Formatter)
+    local spec, extra
+    if maxa / mina > 1000 or maxa > 1e8 or (not int_mode and mina < 1e-4) then
+      sci_mode, spec, extra = true, sci_spec, 0
+    elseif int_mode then spec, extra = "%.0f", 1
+    else spec, extra = fix_spec, 0 end
+    for _, v in ipairs(vals) do
+      if finite(v) and v ~= 0 then max_width = math.max(max_width, #pyfmt(spec, v) + extra) end
     end
   end
   return function(v)

@@ -12,6 +12,12 @@ local raise, is_tensor = core.raise, core.is_tensor
 local F = {}
 
 local function pair(v) if type(v) == "number" then return { v, v } end return v end
+
+-- output plane size of a window (k, stride st, padding pd, dilation dl) over H x W
+local function out_size(H, W, k, st, pd, dl)
+  return math.floor((H + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) / st[1]) + 1,
+         math.floor((W + 2 * pd[2] - dl[2] * (k[2] - 1) - 1) / st[2]) + 1
+end
 local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
 
 local function check4(fname, x)
@@ -37,9 +43,7 @@ function F.conv2d(x, w, b, opts)
   local L = cols:size(3)
   local K = Cg * kh * kw
   local out = w:reshape(g, O / g, K):matmul(cols:view(N, g, K, L))   -- (N, g, O/g, L)
-  local st, pd, dl = pair(opts.stride or 1), pair(opts.padding or 0), pair(opts.dilation or 1)
-  local OH = math.floor((H + 2 * pd[1] - dl[1] * (kh - 1) - 1) / st[1]) + 1
-  local OW = math.floor((W + 2 * pd[2] - dl[2] * (kw - 1) - 1) / st[2]) + 1
+  local OH, OW = out_size(H, W, { kh, kw }, pair(opts.stride or 1), pair(opts.padding or 0), pair(opts.dilation or 1))
   out = out:reshape(N, O, OH, OW)
   if b ~= nil then out = out + b:view(1, O, 1, 1) end
   return out
@@ -71,9 +75,7 @@ local function windows(fname, x, kernel, opts)
   end
   local N, C, H, W = unpack(x:size())
   local cols = tide.im2col(x:reshape(N * C, 1, H, W), k, o)
-  local st, dl = pair(o.stride), pair(o.dilation)
-  local OH = math.floor((H + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) / st[1]) + 1
-  local OW = math.floor((W + 2 * pd[2] - dl[2] * (k[2] - 1) - 1) / st[2]) + 1
+  local OH, OW = out_size(H, W, k, pair(o.stride), pd, pair(o.dilation))
   return cols, N, C, OH, OW
 end
 
