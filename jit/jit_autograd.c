@@ -284,6 +284,7 @@ TD_API int td_set_grad(td_tensor *t, td_tensor *g)
   if (g) td_retain(g);
   td_release(t->rt_grad);
   t->rt_grad = g;
+  if (jit_tracing) jit_record_note_grad(t);
   return 0;
 }
 
@@ -373,6 +374,7 @@ static int deliver_leaf(td_tensor *leaf, td_tensor *g, const Capture *cap, int c
   }
   td_release(leaf->rt_grad);
   leaf->rt_grad = gd;
+  if (jit_tracing) jit_record_note_grad(leaf);
   return 0;
 }
 
@@ -452,6 +454,7 @@ TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *gr
     if (!(inputs[j]->flags & TD_TF_REQUIRES_GRAD))
       return rt_err(TD_ERR_GRAD, "grad: input %d does not require grad", j + 1);
   }
+  if (jit_tracing) jit_record_note_backward();
   uint64_t epoch = ++engine_epoch;
   NodeVec all = { 0 }, ready = { 0 }, stack = { 0 };
   int rc = 0;

@@ -57,7 +57,9 @@ typedef struct RtStorage {
   int16_t inline_data;           /* data lives in the same small block (rt_storage.c) */
   uint64_t version;              /* bumped by every in-place write (autograd checks) */
   size_t nbytes;
-  void *ptr;                     /* 64-byte aligned */
+  void *ptr;                     /* 64-byte aligned; NULL for a traced storage */
+  int32_t jit_ref;               /* traced: the root record holding the current value */
+  uint32_t jit_trace;            /* traced: id of the trace it belongs to (0 = real) */
 } RtStorage;
 
 RtStorage *rt_storage_new(size_t nbytes);      /* NULL + error on failure */
@@ -148,6 +150,14 @@ void jit_node_release(struct RtNode *n);
 /* After an in-place write into `view`, give its root `base` the history
 ** base_new = scatter(base_old * keep, positions of view, view). */
 int jit_grad_rebase_view(td_tensor *view, td_tensor *base);
+/* Trace recorder hooks (jit/jit_record.c): jit_tracing is nonzero while a
+** compiled function is being traced on this thread. */
+extern _Thread_local int jit_tracing;
+void jit_record_note_grad(td_tensor *leaf);   /* leaf's .grad was set */
+void jit_record_note_backward(void);          /* a backward pass ran */
+td_tensor *jit_record_call(RtCall *c);        /* record instead of running */
+int jit_record_write(RtCall *c, td_tensor *out, td_tensor *value);  /* functionalized in-place write */
+int rt_call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_attrs *attrs);
 td_tensor *rt_call_record(int op, int nin, td_tensor *const *in, const td_attrs *attrs);
 const char *rt_op_lname(int op);
 int rt_result_type_n(int n, td_tensor *const *in);

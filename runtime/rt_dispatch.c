@@ -94,7 +94,7 @@ td_tensor *rt_as_contig(td_tensor *t)
 
 int rt_result_type_n(int n, td_tensor *const *in);
 
-static int call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_attrs *attrs)
+int rt_call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_attrs *attrs)
 {
   if (op < 0 || op >= RT_OP__MAX) return rt_err(TD_ERR_ARG, "op: invalid op id %d", op);
   const RtOpInfo *oi = &rt_ops[op];
@@ -130,17 +130,20 @@ static td_tensor *call_run(RtCall *c)
     if (!out) return NULL;
     out->scalar_type = c->scalar_type;
     out->flags = TD_TF_VIEW;
+    if (oi->kern(c, out)) { td_release(out); return NULL; }
+    /* views know their root base (in-place autograd) */
+    out->rt_base = c->in[0]->rt_base ? c->in[0]->rt_base : c->in[0];
+    td_retain(out->rt_base);
+  } else if (jit_tracing) {
+    if (!(out = jit_record_call(c))) return NULL;   /* traced: a record, no data */
   } else {
     for (int i = 0; i < c->nin; i++)
       if (!c->in[i]->ptr)
-        return rt_errp(TD_ERR_STATE, "%s: argument %d has no data", op_lname[c->op], i + 1);
+        return rt_errp(TD_ERR_STATE, "%s: argument %d has no data (a tensor made inside a compiled "
+                       "function that was not returned from it)", op_lname[c->op], i + 1);
     out = rt_tensor_new(c->ndim, c->sizes, c->scalar_type);
     if (!out) return NULL;
-  }
-  if (oi->kern(c, out)) { td_release(out); return NULL; }
-  if (oi->flags & RT_F_VIEW) {          /* views know their root base (in-place autograd) */
-    out->rt_base = c->in[0]->rt_base ? c->in[0]->rt_base : c->in[0];
-    td_retain(out->rt_base);
+    if (oi->kern(c, out)) { td_release(out); return NULL; }
   }
   if (jit_grad_wants(c) && jit_grad_record(c, out)) { td_release(out); return NULL; }
   return out;
@@ -149,7 +152,7 @@ static td_tensor *call_run(RtCall *c)
 TD_API td_tensor *td_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs)
 {
   RtCall c;
-  if (call_prepare(&c, op, nin, in, attrs)) return NULL;
+  if (rt_call_prepare(&c, op, nin, in, attrs)) return NULL;
   td_tensor *out = call_run(&c);
   td_release(c.aux);
   return out;
@@ -161,9 +164,13 @@ TD_API td_tensor *td_op(int op, int nin, td_tensor *const *in, const td_attrs *a
 td_tensor *rt_call_record(int op, int nin, td_tensor *const *in, const td_attrs *attrs)
 {
   RtCall c;
-  if (call_prepare(&c, op, nin, in, attrs)) return NULL;
-  td_tensor *out = rt_tensor_alloc();
+  if (rt_call_prepare(&c, op, nin, in, attrs)) return NULL;
+  td_tensor *out = jit_tracing ? jit_record_call(&c) : rt_tensor_alloc();
   if (!out) return NULL;
+  if (jit_tracing) {
+    if (jit_grad_wants(&c) && jit_grad_record(&c, out)) { td_release(out); return NULL; }
+    return out;
+  }
   out->ndim = c.ndim; out->scalar_type = c.scalar_type; out->device_type = in[0]->device_type;
   memcpy(out->sizes, c.sizes, sizeof out->sizes);
   rt_tensor_contig_strides(c.ndim, c.sizes, out->strides);
@@ -176,7 +183,7 @@ TD_API td_tensor *td_op_aux(int op, int nin, td_tensor *const *in, const td_attr
 {
   RtCall c;
   *aux = NULL;
-  if (call_prepare(&c, op, nin, in, attrs)) return NULL;
+  if (rt_call_prepare(&c, op, nin, in, attrs)) return NULL;
   td_tensor *out = call_run(&c);
   if (out) *aux = c.aux; else td_release(c.aux);
   return out;
@@ -192,7 +199,7 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
 {
   RtCall c;
   if (!out) return rt_err(TD_ERR_ARG, "in-place op: destination is nil");
-  if (call_prepare(&c, op, nin, in, attrs)) return TD_ERR_ARG;
+  if (rt_call_prepare(&c, op, nin, in, attrs)) return TD_ERR_ARG;
   const char *name = op_lname[op];
   const RtOpInfo *oi = &rt_ops[op];
   int n; int64_t bs[TD_MAX_DIMS];
@@ -203,7 +210,7 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
   if (rt_dtype_cat(c.scalar_type) > rt_dtype_cat(out->scalar_type) && op != RT_OP_COPY)
     return rt_err(TD_ERR_DTYPE, "%s_: result type %s can't be cast to the destination type %s",
                   name, td_dtype_name(c.scalar_type), td_dtype_name(out->scalar_type));
-  if (!out->ptr) return rt_err(TD_ERR_STATE, "%s_: destination has no data", name);
+  if (!out->ptr && !jit_tracing) return rt_err(TD_ERR_STATE, "%s_: destination has no data", name);
   for (int d = 0; d < out->ndim; d++)
     if (out->strides[d] == 0 && out->sizes[d] > 1)
       return rt_err(TD_ERR_ARG, "%s_: more than one element of the destination of shape %s refers to the same "
@@ -224,7 +231,7 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
                   "tensor of shape %s is not supported; make the base contiguous first", name, RT_SHAPE(base));
   /* Elementwise kernels write through out's strides when no input overlaps it
   ** at a different position; everything else goes through a temporary. */
-  bool direct = oi->kind == RT_K_EW && c.scalar_type == out->scalar_type;
+  bool direct = oi->kind == RT_K_EW && c.scalar_type == out->scalar_type && !jit_tracing;
   for (int i = 0; direct && i < nin; i++)
     if (in[i]->rt_storage == out->rt_storage && (in[i]->ptr != out->ptr || in[i]->ndim != out->ndim ||
         memcmp(in[i]->strides, out->strides, out->ndim * sizeof(int64_t)) ||
@@ -240,7 +247,11 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
     td_tensor *tmp = NULL;
     { int g = td_set_grad_enabled(0); tmp = td_op(op, nin, in, attrs); td_set_grad_enabled(g); }
     rc = tmp ? 0 : TD_ERR_ARG;
-    if (tmp) {
+    if (tmp && jit_tracing) {           /* functionalized: a new version of out's root */
+      rc = jit_record_write(&c, out, tmp);
+      td_release(c.aux); c.aux = NULL;
+      td_release(tmp);
+    } else if (tmp) {
       RtCall cc = { .op = RT_OP_COPY, .nin = 1, .in = &tmp, .cdtype = tmp->scalar_type, .scalar_type = out->scalar_type,
                     .ndim = out->ndim };
       memcpy(cc.sizes, out->sizes, sizeof cc.sizes);

@@ -177,7 +177,7 @@ int rt_kern_view(RtCall *c, td_tensor *out)
   out->rt_storage = x->rt_storage;
   if (out->rt_storage) {
     rt_storage_retain(out->rt_storage);
-    out->ptr = (char *)out->rt_storage->ptr + off * rt_dtype_size(x->scalar_type);
+    if (out->rt_storage->ptr) out->ptr = (char *)out->rt_storage->ptr + off * rt_dtype_size(x->scalar_type);
   }
   return 0;
 }

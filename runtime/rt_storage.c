@@ -131,6 +131,7 @@ RtStorage *rt_storage_new(size_t nbytes)
     s->inline_data = 0;
   }
   s->refcount = 1; s->device_type = TD_CPU; s->version = 0; s->nbytes = nbytes; s->ptr = p;
+  s->jit_ref = 0; s->jit_trace = 0;
   rt_live_add((int64_t)nbytes);
   return s;
 }

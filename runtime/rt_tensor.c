@@ -118,7 +118,7 @@ td_tensor *rt_tensor_alias(td_tensor *src, int ndim, const int64_t *size,
   t->rt_storage = src->rt_storage;
   if (t->rt_storage) {
     rt_storage_retain(t->rt_storage);
-    t->ptr = (char *)t->rt_storage->ptr + offset * rt_dtype_size(t->scalar_type);
+    if (t->rt_storage->ptr) t->ptr = (char *)t->rt_storage->ptr + offset * rt_dtype_size(t->scalar_type);
   }
   return t;
 }
@@ -223,9 +223,22 @@ static void read_rec(const td_tensor *t, int d, const char *p, double **dst)
   for (int64_t i = 0; i < t->sizes[d]; i++) read_rec(t, d + 1, p + i * t->strides[d] * sz, dst);
 }
 
+/* Reading the values of a tensor that has none: a traced tensor inside a
+** compiled function (data-dependent control flow) or one left behind by it. */
+static int no_data(const char *what, const td_tensor *t)
+{
+  if (jit_tracing && t->rt_storage && t->rt_storage->jit_trace)
+    return rt_err(TD_ERR_STATE, "%s: the values of a tensor are not known while tide.compile traces the "
+                  "function (data-dependent control flow on a traced tensor of shape %s); express the branch "
+                  "with tide.where, move it out of the compiled function, or compile with {fallback=\"eager\"}",
+                  what, RT_SHAPE(t));
+  return rt_err(TD_ERR_STATE, "%s: tensor has no data (a tensor made inside a compiled function that was "
+                "not returned from it)", what);
+}
+
 TD_API int td_read(const td_tensor *t, double *dst)
 {
-  if (!t->ptr) return rt_err(TD_ERR_STATE, "read: tensor has no data (traced tensor)");
+  if (!t->ptr) return no_data("read", t);
   if (t->nelem == 0) return 0;
   read_rec(t, 0, rt_ptr(t), &dst);
   return 0;
@@ -236,7 +249,7 @@ TD_API int td_item(const td_tensor *t, double *out)
   if (t->nelem != 1)
     return rt_err(TD_ERR_SHAPE, "item: a tensor with %lld elements cannot be converted to a number",
                   (long long)t->nelem);
-  if (!t->ptr) return rt_err(TD_ERR_STATE, "item: tensor has no data (traced tensor)");
+  if (!t->ptr) return no_data("item", t);
   *out = rt_load(t->ptr, t->scalar_type);
   return 0;
 }

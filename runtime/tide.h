@@ -184,4 +184,28 @@ TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *gr
                        int retain_graph, int create_graph);
 TD_API uint64_t td_version(const td_tensor *t);
 
+/* -- Compiled functions (jit/jit_compile.c) -------------------------------------
+** A host traces a call between begin and end: every op in between is recorded
+** (no kernels run) and its tensors are traced (no data). end looks the trace up
+** among the compiled variants (compiling on a miss), runs it and returns the
+** outputs as real tensors. */
+typedef struct td_compiled td_compiled;
+enum { TD_COMPILE_FALLBACK_EAGER = 1 };
+enum { TD_COMPILE_RUN = 0, TD_COMPILE_EXPLAIN = 1, TD_COMPILE_DOT = 2 };
+/* td_compile_end's positive result: run the function eagerly instead (its
+** outputs need autograd history that the compiled code does not build). */
+enum { TD_COMPILE_RERUN_EAGER = 1 };
+TD_API td_compiled *td_compile_new(const char *name, int flags);
+TD_API void td_compile_free(td_compiled *cf);
+TD_API int td_compile_begin(td_compiled *cf, int nargs, td_tensor *const *args);
+TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_tensor **results, int mode);
+TD_API void td_compile_abort(td_compiled *cf);
+TD_API const char *td_compile_text(const td_compiled *cf);   /* what the last EXPLAIN found */
+TD_API int td_compile_variants(const td_compiled *cf);
+TD_API int td_compile_eager_grad(const td_compiled *cf);     /* runs eagerly while grad mode is on */
+TD_API int td_is_tracing(void);
+/* Kernel compiler counters: [0] libgccjit compiles, [1] disk-cache loads,
+** [2] memory-cache hits, [3] kernels compiled. */
+TD_API void td_jit_stats(int64_t *out);
+
 #endif

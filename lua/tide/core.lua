@@ -124,6 +124,10 @@ function M.own(p)
 end
 
 local istype = ffi.istype
+-- true while tide.compile traces a function: tensors have no values yet, so
+-- checks that read values (label ranges, ...) are left to the kernels
+function M.tracing() return C.td_is_tracing() ~= 0 end
+
 function M.is_tensor(x) return type(x) == "cdata" and istype(Handle, x) end
 
 return M

@@ -290,6 +290,10 @@ setmetatable(tide, { __index = function(t, k)
   if m then local v = require(m); rawset(t, k, v); return v end
 end })
 
+-- tide.compile(fn, opts) and tide.jit.to_dot / stats (tide.compile, loaded on first use)
+function tide.compile(fn, opts) return require("tide.compile").compile(fn, opts) end
+tide.jit = setmetatable({}, { __index = function(t, k) return require("tide.compile")[k] end })
+
 -- checkpoints: safetensors and .npy (tide.serialize, loaded on first use)
 for _, n in ipairs { "save", "load", "save_npy", "load_npy" } do
   tide[n] = function(...) return require("tide.serialize")[n](...) end

@@ -87,7 +87,8 @@ function F.max_pool2d(x, kernel, opts)
   if opts.ceil_mode then raise("max_pool2d: ceil_mode=true is not supported") end
   local shift = 0
   if (opts.padding or 0) ~= 0 then
-    shift = tide.no_grad(function() return x:min():item() end) - 1
+    -- the shift is a tensor while traced (tide.compile), a number otherwise
+    shift = tide.no_grad(function() return core.tracing() and x:min() - 1 or x:min():item() - 1 end)
   end
   local cols, N, C, OH, OW = windows("max_pool2d", shift ~= 0 and x - shift or x, kernel, opts)
   local v, i = cols:max(2)

@@ -46,6 +46,11 @@ function M.clip_grad_norm_(params, max_norm, norm_type, error_if_nonfinite)
       for i, g in ipairs(gs) do ns[i] = g:norm(norm_type) end
       total = tide.stack(ns):norm(norm_type)
     end
+    if core.tracing() then              -- compiled: no values yet, scale by a tensor
+      local coef = (max_norm / (total + 1e-6)):clamp(nil, 1.0)
+      for _, g in ipairs(gs) do g:mul_(coef) end
+      return total
+    end
     local t = total:item()
     if error_if_nonfinite and (t ~= t or t == math.huge or t == -math.huge) then
       raise(("%s: the total norm of order %s for gradients is non-finite (%s), so it cannot be clipped; "

@@ -1,0 +1,104 @@
+/*
+** cg.h -- the kernel IR (loops, index arithmetic, loads, ALU ops, reductions,
+** stores) and the code generators that print it: libgccjit (in process) and
+** C source text, both driven by one walker (cg_walk.c) through CgEmitter.
+**
+** A kernel is one loop nest over rows:
+**
+**   for r in [r0, r1):                 rows, split over the thread pool
+**     row statements                   values of the row (level 0)
+**     pass 0: for i in [0, n(r)):      element statements (level 1)
+**     row statements                   may read pass 0's reductions
+**     pass 1: for i in [0, n(r)): ...
+**
+** Rows are the flattened outer dims osize[0..nouter) (row-major); i runs over
+** one inner dim of `inner` elements. In flat mode (flat > 0) the kernel covers
+** a 1-D range of `flat` elements cut into rows of `inner`: n(r) = min(inner,
+** flat - r*inner), the element index is r*inner + i.
+** An access (load/store) addresses buf[offset + sum_k od_k*ostride[k] + i*istride]
+** where od_k is row r's index in outer dim k (flat mode: (r*inner+i)*istride).
+**
+** Instructions are SSA values in program order; operands a, b, c index ins[].
+** An element-level instruction may read row values defined before its pass and
+** element values of its own pass. A RED instruction (element level) folds its
+** operand over the pass; its value is readable at row level after the pass.
+*/
+#ifndef CG_H
+#define CG_H
+
+#include "../runtime/rt.h"
+
+typedef enum {
+  CG_CONST,      /* f[0] as dtype */
+  CG_ARG,        /* run-time scalar args[acc] as dtype */
+  CG_LOAD,       /* buf value at access acc, converted from the buffer's dtype to dtype */
+  CG_ALU,        /* op = elementwise RT_OP_*; operands a, b, c; f[0..1], flags from its td_attrs */
+  CG_RED,        /* op = RT_OP_SUM / MAX / MIN / PROD over the pass, of operand a */
+  CG_STORE,      /* store operand a at access acc (converted to the buffer's dtype) */
+  CG_PASS,       /* begins pass `pass` (the previous pass, if any, ends here) */
+  CG_ENDPASS,    /* ends the current pass */
+  CG__MAX
+} CgKind;
+
+typedef struct CgAccess {
+  int32_t buf;                       /* index into the kernel's buffers */
+  int32_t pad;
+  int64_t offset;
+  int64_t ostride[TD_MAX_DIMS];
+  int64_t istride;
+} CgAccess;
+
+typedef struct CgIns {
+  int16_t kind;                      /* CgKind */
+  int16_t op;                        /* ALU / RED: RT_OP_* */
+  int8_t dtype;                      /* the value's td_dtype (compute type) */
+  int8_t level;                      /* 0 row, 1 element */
+  int16_t pass;                      /* element level: the pass it belongs to */
+  int32_t a, b, c;                   /* operands (-1 = none) */
+  int32_t acc;                       /* LOAD/STORE: access; ARG: arg index */
+  int32_t flags;                     /* ALU: attrs.flags of the op (gelu form, clamp sides) */
+  double f[2];                       /* CONST: f[0]; ALU: attrs.s (clamp lo/hi, ...) */
+} CgIns;
+
+#define CG_MAX_BUFS 64
+
+typedef struct CgKernel {
+  char name[64];                     /* k_<hint>_<hash>, set by cg_kernel_finish */
+  uint64_t hash;                     /* of everything below (the kernel IR) */
+  int32_t nbuf;
+  int8_t buf_dtype[CG_MAX_BUFS];     /* td_dtype of each buffer */
+  int32_t nouter;
+  int64_t osize[TD_MAX_DIMS];
+  int64_t inner;                     /* elements per row (1 when no pass) */
+  int64_t flat;                      /* > 0: flat mode over this many elements */
+  int32_t nargs;                     /* run-time scalar args (double) */
+  int32_t nacc, nins;
+  CgAccess *acc;                     /* malloc'd, owned by the kernel */
+  CgIns *ins;
+} CgKernel;
+
+/* The compiled entry point. bufs[k] points at element 0 of buffer k. */
+typedef void (*CgKernelFn)(int64_t r0, int64_t r1, char **bufs, const double *args);
+
+/* Number of rows. */
+int64_t cg_kernel_rows(const CgKernel *k);
+/* Hash the kernel IR and name it k_<hint>_<16 hex>. */
+void cg_kernel_finish(CgKernel *k, const char *hint);
+void cg_kernel_free(CgKernel *k);
+
+/* Compile a batch of kernels into one shared object (one libgccjit context:
+** one compiler run for a whole compiled variant), or find them in the memory
+** cache or the disk cache (TIDE_CACHE_DIR, default $XDG_CACHE_HOME/tide).
+** fns[i] receives kernel i's entry. Returns 0, or a negative code with a
+** message that carries the compiler's diagnostics and the kernels' C text. */
+int cg_compile(CgKernel *const *ks, int n, CgKernelFn *fns);
+/* The kernel as C source text (malloc'd; the caller frees). */
+char *cg_kernel_c_source(const CgKernel *k);
+/* Counters: libgccjit compiles, disk-cache loads, memory-cache hits. */
+typedef struct CgStats { int64_t compiles, disk_loads, mem_hits, kernels_compiled; double compile_ms; } CgStats;
+void cg_stats(CgStats *s);
+
+/* Run kernel fn over all rows on the thread pool. */
+void cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args);
+
+#endif

@@ -1,0 +1,429 @@
+/*
+** jit_compile.c -- compiled functions: variants keyed by the trace itself.
+** Every call re-traces the function (recording is cheap: no data moves), so
+** the trace *is* the guard: shapes, dtypes, strides, the ops the Lua code
+** chose to run, and the values of the Lua numbers it used. A call whose trace
+** matches a variant runs that variant's kernels; a miss prints its reason and
+** compiles a new variant (at most JIT_MAX_VARIANTS, then the trace runs
+** through the interpreter with a warning). A Lua number whose value changes
+** between calls becomes a run-time kernel argument ("dynamic") instead of
+** recompiling again (PyTorch's automatic dynamic, for scalars).
+*/
+#include "jit_rec.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define JIT_MAX_VARIANTS 8
+#define JIT_MAX_DYN 4096
+
+typedef struct Variant {
+  JitTrace t;                /* optimized copy of the trace (no inputs) */
+  char *key; size_t nkey; uint64_t hash;
+  JitPlan *plan;
+  CgKernelFn *fns;
+  JitExec *exec;
+  char *text;                /* graph + schedule + code, for explain */
+  int64_t calls;
+} Variant;
+
+struct td_compiled {
+  char name[64];
+  int flags;
+  Variant *v[JIT_MAX_VARIANTS]; int nv;
+  uint8_t dyn[JIT_MAX_DYN / 8];    /* scalar ordinals passed at run time */
+  JitRec *rec;
+  uint64_t rng_seed, rng_off;
+  int warned_limit, eager_grad;
+  int nargs;                       /* input slots of the arguments */
+  char *text;
+};
+
+/* -- TIDE_LOG ------------------------------------------------------------------------- */
+
+enum { LOG_GRAPH = 1, LOG_SCHEDULE = 2, LOG_CODE = 4, LOG_RECOMPILES = 8 };
+
+static int log_flags(void)
+{
+  static int flags = -1;
+  if (flags < 0) {
+    const char *e = getenv("TIDE_LOG");
+    flags = 0;
+    if (e) {
+      if (strstr(e, "graph")) flags |= LOG_GRAPH;
+      if (strstr(e, "schedule")) flags |= LOG_SCHEDULE;
+      if (strstr(e, "code")) flags |= LOG_CODE;
+      if (strstr(e, "recompile")) flags |= LOG_RECOMPILES;
+      if (strstr(e, "all")) flags = 15;
+    }
+  }
+  return flags;
+}
+
+/* -- Keys ------------------------------------------------------------------------------- */
+
+/* The key of a trace: its records (line numbers and scheduler flags cleared,
+** dynamic scalar values zeroed), operand views, outputs and effects, as bytes. */
+static char *trace_key(const JitTrace *t, size_t *n)
+{
+  size_t sz = (size_t)t->nins * sizeof(JitIns) + (size_t)t->nviews * sizeof(JitView) +
+              (size_t)t->nouts * sizeof(JitView) + (size_t)t->neffects * sizeof(JitEffect) + 16;
+  char *k = malloc(sz), *p = k;
+  if (!k) return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory");
+  int32_t counts[4] = { t->nins, t->nviews, t->nouts, t->neffects };
+  memcpy(p, counts, 16); p += 16;
+  for (int i = 0; i < t->nins; i++) {
+    JitIns c = t->ins[i];
+    c.line = 0; c.flags &= JIT_IF_DYN | JIT_IF_OUTPUT;
+    if (c.flags & JIT_IF_DYN) c.value = 0;
+    memcpy(p, &c, sizeof c); p += sizeof c;
+  }
+  memcpy(p, t->views, (size_t)t->nviews * sizeof(JitView)); p += (size_t)t->nviews * sizeof(JitView);
+  memcpy(p, t->outs, (size_t)t->nouts * sizeof(JitView)); p += (size_t)t->nouts * sizeof(JitView);
+  memcpy(p, t->effects, (size_t)t->neffects * sizeof(JitEffect)); p += (size_t)t->neffects * sizeof(JitEffect);
+  *n = (size_t)(p - k);
+  return k;
+}
+
+static uint64_t key_hash(const char *k, size_t n)
+{
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) { h ^= (uint8_t)k[i]; h *= 1099511628211ull; }
+  return h;
+}
+
+static void mark_dyn(td_compiled *cf, JitTrace *t)
+{
+  for (int i = 0; i < t->nins; i++) {
+    JitIns *ins = &t->ins[i];
+    if (ins->op == JIT_OP_SCALAR && (ins->slot >= JIT_MAX_DYN || (cf->dyn[ins->slot / 8] >> (ins->slot % 8) & 1)))
+      ins->flags |= JIT_IF_DYN;
+  }
+}
+
+/* -- Recompile reasons -------------------------------------------------------------------- */
+
+static char *shape_str(char *b, int nd, const int64_t *s) { return rt_shape_str(b, 160, nd, s); }
+
+/* The first difference between a trace and a variant, in words. Scalars that
+** differ only in value are marked dynamic in cf (returns 1) instead. */
+static int explain_miss(td_compiled *cf, const Variant *v, const JitTrace *t, int nargs, char *why, size_t n)
+{
+  const JitTrace *o = &v->t;
+  char a[160], b[160];
+  /* inputs first: the arguments, then other tensors the function reached */
+  int nin = t->ninputs < o->ninputs ? t->ninputs : o->ninputs;
+  for (int i = 0; i < t->nins && i < o->nins; i++) {
+    const JitIns *x = &t->ins[i], *y = &o->ins[i];
+    if (x->op != y->op) break;
+    if (x->op != JIT_OP_INPUT || x->slot >= nin) continue;
+    const td_tensor *ti = t->inputs[x->slot];
+    char who[48];
+    if (x->slot < nargs) snprintf(who, sizeof who, "arg %d", x->slot + 1);
+    else snprintf(who, sizeof who, "tensor input %d (not an argument)", x->slot + 1);
+    if (x->dtype != y->dtype) { snprintf(why, n, "%s dtype %s -> %s", who, td_dtype_name(y->dtype), td_dtype_name(x->dtype)); return 0; }
+    /* the first operand view of this input tells its shape as used */
+    for (int j = 0; j < t->nviews && j < o->nviews; j++) {
+      const JitView *vx = &t->views[j], *vy = &o->views[j];
+      if (vx->root != i || vy->root != i) continue;
+      if (vx->ndim != vy->ndim || memcmp(vx->sizes, vy->sizes, sizeof vx->sizes)) {
+        snprintf(why, n, "%s shape %s -> %s", who, shape_str(b, vy->ndim, vy->sizes), shape_str(a, vx->ndim, vx->sizes));
+        return 0;
+      }
+      if (memcmp(vx->strides, vy->strides, sizeof vx->strides) || vx->offset != vy->offset) {
+        snprintf(why, n, "%s strides %s -> %s", who, shape_str(b, vy->ndim, vy->strides), shape_str(a, vx->ndim, vx->strides));
+        return 0;
+      }
+      break;
+    }
+    if (x->sizes[0] != y->sizes[0]) {
+      snprintf(why, n, "%s storage of %lld -> %lld elements", who, (long long)y->sizes[0], (long long)x->sizes[0]);
+      return 0;
+    }
+    (void)ti;
+  }
+  /* same structure but some Lua numbers changed: make them run-time arguments */
+  if (t->nins == o->nins && t->nviews == o->nviews && t->nouts == o->nouts && t->neffects == o->neffects) {
+    int same = 1, nd = 0;
+    char first[160] = "";
+    for (int i = 0; i < t->nins && same; i++) {
+      JitIns x = t->ins[i], y = o->ins[i];
+      if (x.op == JIT_OP_SCALAR && x.value != y.value && !(y.flags & JIT_IF_DYN)) {
+        if (!nd++) snprintf(first, sizeof first, "Lua number %d changed %.9g -> %.9g", x.slot + 1, y.value, x.value);
+        if (x.slot < JIT_MAX_DYN) cf->dyn[x.slot / 8] |= (uint8_t)(1 << (x.slot % 8));
+        continue;
+      }
+      x.line = y.line = 0; x.flags = y.flags = 0; x.value = y.value = 0;
+      if (memcmp(&x, &y, sizeof x)) same = 0;
+    }
+    if (same && nd) {
+      snprintf(why, n, "%s%s; passing %s as kernel argument%s from now on", first,
+               nd > 1 ? " (and others)" : "", nd > 1 ? "them" : "it", nd > 1 ? "s" : "");
+      return 1;
+    }
+  }
+  for (int i = 0; i < t->nins && i < o->nins; i++) {
+    const JitIns *x = &t->ins[i], *y = &o->ins[i];
+    if (x->op != y->op) {
+      snprintf(why, n, "op %d is %s instead of %s: the function took another path", i + 1, jit_op_name(x->op), jit_op_name(y->op));
+      return 0;
+    }
+    if (x->ndim != y->ndim || memcmp(x->sizes, y->sizes, sizeof x->sizes)) {
+      snprintf(why, n, "op %d (%s) shape %s -> %s", i + 1, jit_op_name(x->op), shape_str(b, y->ndim, y->sizes), shape_str(a, x->ndim, x->sizes));
+      return 0;
+    }
+    if (x->op == JIT_OP_SCALAR && x->value != y->value && !(x->flags & JIT_IF_DYN)) {
+      snprintf(why, n, "Lua number %d changed %.9g -> %.9g", x->slot + 1, y->value, x->value);
+      return 0;
+    }
+  }
+  if (t->nins != o->nins) snprintf(why, n, "the function recorded %d ops instead of %d", t->nins, o->nins);
+  else if (t->nouts != o->nouts) snprintf(why, n, "%d outputs instead of %d", t->nouts, o->nouts);
+  else snprintf(why, n, "an op's attributes, operand views or requires_grad changed");
+  return 0;
+}
+
+/* -- Variants ----------------------------------------------------------------------------- */
+
+static void variant_free(Variant *v)
+{
+  if (!v) return;
+  jit_exec_free(v->exec);
+  if (v->plan) jit_plan_free(v->plan);
+  free(v->fns); free(v->key); free(v->text);
+  v->t.ninputs = 0;
+  jit_trace_clear(&v->t);
+  free(v);
+}
+
+static int copy_trace(JitTrace *d, const JitTrace *s)
+{
+  memset(d, 0, sizeof *d);
+  d->ins = malloc(sizeof(JitIns) * (size_t)(s->nins + 1));
+  d->views = malloc(sizeof(JitView) * (size_t)(s->nviews + 1));
+  d->outs = malloc(sizeof(JitView) * (size_t)(s->nouts + 1));
+  d->effects = malloc(sizeof(JitEffect) * (size_t)(s->neffects + 1));
+  if (!d->ins || !d->views || !d->outs || !d->effects) return rt_err(TD_ERR_NOMEM, "tide.compile: out of memory");
+  memcpy(d->ins, s->ins, sizeof(JitIns) * (size_t)s->nins); d->nins = d->cap = s->nins;
+  memcpy(d->views, s->views, sizeof(JitView) * (size_t)s->nviews); d->nviews = d->vcap = s->nviews;
+  memcpy(d->outs, s->outs, sizeof(JitView) * (size_t)s->nouts); d->nouts = d->ocap = s->nouts;
+  memcpy(d->effects, s->effects, sizeof(JitEffect) * (size_t)s->neffects); d->neffects = d->ecap = s->neffects;
+  d->nscalars = s->nscalars; d->ninputs = s->ninputs; d->id = s->id;
+  return 0;
+}
+
+static char *cat_text(char *a, const char *b)
+{
+  size_t na = a ? strlen(a) : 0, nb = strlen(b);
+  char *r = realloc(a, na + nb + 1);
+  if (!r) return a;
+  memcpy(r + na, b, nb + 1);
+  return r;
+}
+
+/* Build a variant from the current trace: passes, schedule, kernels. */
+static Variant *variant_build(td_compiled *cf, const JitTrace *t, char *key, size_t nkey, bool eager)
+{
+  Variant *v = calloc(1, sizeof *v);
+  if (!v) { free(key); return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory"); }
+  v->key = key; v->nkey = nkey; v->hash = key_hash(key, nkey);
+  if (copy_trace(&v->t, t)) goto fail;
+  if (eager) {
+    if (!(v->plan = jit_plan_eager(&v->t))) goto fail;
+  } else {
+    jit_opt_fold(&v->t); jit_opt_cse(&v->t); jit_opt_dce(&v->t);
+    if (!(v->plan = jit_schedule(&v->t))) goto fail;
+  }
+  int lf = log_flags();
+  char *g = jit_trace_text(&v->t);
+  char hdr[128];
+  snprintf(hdr, sizeof hdr, "== tide.compile %s: variant %d ==\n-- graph\n", cf->name, cf->nv + 1);
+  v->text = cat_text(v->text, hdr);
+  if (g) { v->text = cat_text(v->text, g); if (lf & LOG_GRAPH) fprintf(stderr, "%s%s", hdr, g); free(g); }
+  v->text = cat_text(v->text, "-- schedule\n");
+  if (v->plan->schedule_text) {
+    v->text = cat_text(v->text, v->plan->schedule_text);
+    if (lf & LOG_SCHEDULE) fprintf(stderr, "-- %s schedule\n%s", cf->name, v->plan->schedule_text);
+  }
+  v->text = cat_text(v->text, "-- code\n");
+  for (int k = 0; k < v->plan->nkernels; k++) {
+    char *c = cg_kernel_c_source(v->plan->kernels[k]);
+    if (!c) continue;
+    v->text = cat_text(v->text, c);
+    if (lf & LOG_CODE) fprintf(stderr, "%s", c);
+    free(c);
+  }
+  if (!(v->fns = calloc((size_t)v->plan->nkernels + 1, sizeof *v->fns))) goto fail;
+  if (v->plan->nkernels && cg_compile(v->plan->kernels, v->plan->nkernels, v->fns)) goto fail;
+  if (!(v->exec = jit_exec_new(&v->t, v->plan, v->fns))) goto fail;
+  return v;
+fail:
+  variant_free(v);
+  return NULL;
+}
+
+/* -- The API --------------------------------------------------------------------------------- */
+
+TD_API td_compiled *td_compile_new(const char *name, int flags)
+{
+  td_compiled *cf = calloc(1, sizeof *cf);
+  if (!cf) return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory");
+  snprintf(cf->name, sizeof cf->name, "%s", name && *name ? name : "function");
+  cf->flags = flags;
+  return cf;
+}
+
+TD_API void td_compile_free(td_compiled *cf)
+{
+  if (!cf) return;
+  jit_rec_free(cf->rec);
+  for (int i = 0; i < cf->nv; i++) variant_free(cf->v[i]);
+  free(cf->text);
+  free(cf);
+}
+
+TD_API int td_is_tracing(void) { return jit_tracing; }
+TD_API int td_compile_variants(const td_compiled *cf) { return cf->nv; }
+TD_API int td_compile_eager_grad(const td_compiled *cf) { return cf->eager_grad; }
+TD_API const char *td_compile_text(const td_compiled *cf) { return cf->text ? cf->text : ""; }
+
+TD_API void td_jit_stats(int64_t *out)
+{
+  CgStats s; cg_stats(&s);
+  out[0] = s.compiles; out[1] = s.disk_loads; out[2] = s.mem_hits; out[3] = s.kernels_compiled;
+}
+
+TD_API int td_compile_begin(td_compiled *cf, int nargs, td_tensor *const *args)
+{
+  if (jit_tracing) return rt_err(TD_ERR_STATE, "tide.compile: %s: already tracing", cf->name);
+  jit_rec_free(cf->rec);
+  td_rng_get_state(&cf->rng_seed, &cf->rng_off);
+  if (!(cf->rec = jit_rec_begin())) return TD_ERR_NOMEM;
+  for (int i = 0; i < nargs; i++)
+    if (args[i] && jit_rec_input(cf->rec, args[i]) < 0) { td_compile_abort(cf); return TD_ERR_STATE; }
+  cf->nargs = cf->rec->t.ninputs;
+  return 0;
+}
+
+TD_API void td_compile_abort(td_compiled *cf)
+{
+  jit_rec_free(cf->rec);
+  cf->rec = NULL;
+}
+
+static Variant *find_variant(td_compiled *cf, const char *key, size_t nkey)
+{
+  uint64_t h = key_hash(key, nkey);
+  for (int i = 0; i < cf->nv; i++)
+    if (cf->v[i]->hash == h && cf->v[i]->nkey == nkey && !memcmp(cf->v[i]->key, key, nkey)) return cf->v[i];
+  return NULL;
+}
+
+TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_tensor **results, int mode)
+{
+  JitRec *r = cf->rec;
+  if (!r) return rt_err(TD_ERR_STATE, "tide.compile: %s: no call is being traced", cf->name);
+  jit_rec_stop(r);
+  JitTrace *t = &r->t;
+  int nargs = cf->nargs;
+  int rc = 0, nres = 0;
+  char *key = NULL; size_t nkey = 0;
+  Variant *v = NULL, *tmp = NULL;
+  /* outputs: returned traced tensors, then the .grad of leaves set during the trace */
+  int *outk = calloc((size_t)nout + (size_t)r->ngrads + 1, sizeof *outk);
+  if (!outk) { rc = rt_err(TD_ERR_NOMEM, "tide.compile: out of memory"); goto done; }
+  bool grad_hist = false;
+  for (int k = 0; k < nout; k++) {
+    results[k] = NULL; outk[k] = -1;
+    if (!jit_is_traced(outs[k])) continue;
+    if (outs[k]->rt_grad_fn) grad_hist = true;
+    if ((outk[k] = jit_rec_output(r, outs[k])) < 0) { rc = TD_ERR_STATE; goto done; }
+  }
+  for (int g = 0; g < r->ngrads; g++) {
+    td_tensor *gr = r->grads[g]->rt_grad;
+    outk[nout + g] = gr && jit_is_traced(gr) ? jit_rec_output(r, gr) : -1;
+  }
+  if (grad_hist && !r->backward_ran && td_grad_enabled() && mode == TD_COMPILE_RUN) {
+    /* outputs need autograd history: AOT backward of returned values is not built yet */
+    if (!cf->eager_grad)
+      fprintf(stderr, "tide.compile: %s returns tensors that require grad without calling backward() inside; "
+              "their backward is not compiled, so %s runs eagerly while grad mode is on (call backward() inside "
+              "the compiled function, or call it under tide.no_grad)\n", cf->name, cf->name);
+    cf->eager_grad = 1;
+    td_rng_set_state(cf->rng_seed, cf->rng_off);
+    rc = TD_COMPILE_RERUN_EAGER;
+    goto done;
+  }
+  if ((rc = jit_rec_effects(r))) goto done;
+  mark_dyn(cf, t);
+  if (!(key = trace_key(t, &nkey))) { rc = TD_ERR_NOMEM; goto done; }
+  v = find_variant(cf, key, nkey);
+  if (!v && cf->nv) {
+    char why[400];
+    int dyn = explain_miss(cf, cf->v[cf->nv - 1], t, nargs, why, sizeof why);
+    if (dyn) {                     /* re-key with the new dynamic scalars */
+      mark_dyn(cf, t); free(key);
+      if (!(key = trace_key(t, &nkey))) { rc = TD_ERR_NOMEM; goto done; }
+      v = find_variant(cf, key, nkey);
+    }
+    if (!v && cf->nv >= JIT_MAX_VARIANTS) {
+      if (!cf->warned_limit)
+        fprintf(stderr, "tide.compile: %s has %d compiled variants (the limit); calls that match none run "
+                "through the interpreter (last reason: %s)\n", cf->name, cf->nv, why);
+      cf->warned_limit = 1;
+    } else if (!v && mode == TD_COMPILE_RUN)
+      fprintf(stderr, "tide.compile: recompiling %s (%s)\n", cf->name, why);
+  } else if (!v && (log_flags() & LOG_RECOMPILES))
+    fprintf(stderr, "tide.compile: compiling %s\n", cf->name);
+  if (!v) {
+    bool interp = cf->nv >= JIT_MAX_VARIANTS;
+    Variant *nv = variant_build(cf, t, key, nkey, interp);
+    key = NULL;
+    if (!nv) {
+      if (!(cf->flags & TD_COMPILE_FALLBACK_EAGER)) { rc = TD_ERR_STATE; goto done; }
+      fprintf(stderr, "tide.compile: %s: %s; running the trace eagerly\n", cf->name, td_last_error());
+      char *k2 = trace_key(t, &nkey);
+      if (!k2 || !(nv = variant_build(cf, t, k2, nkey, true))) { rc = TD_ERR_STATE; goto done; }
+      interp = true;
+    }
+    if (interp) tmp = nv; else cf->v[cf->nv++] = nv;
+    v = nv;
+  }
+  if (mode != TD_COMPILE_RUN) {
+    free(cf->text);
+    cf->text = mode == TD_COMPILE_DOT ? jit_trace_dot(&v->t) : strdup(v->text ? v->text : "");
+    goto done;
+  }
+  td_tensor **res = calloc((size_t)t->nouts + 1, sizeof *res);
+  if (!res) { rc = rt_err(TD_ERR_NOMEM, "tide.compile: out of memory"); goto done; }
+  if ((rc = jit_exec_run(v->exec, t, res)) == 0) {
+    v->calls++;
+    for (int k = 0; k < nout; k++) {
+      if (outk[k] >= 0) { results[k] = res[outk[k]]; res[outk[k]] = NULL; nres++; }
+      else { td_retain(outs[k]); results[k] = outs[k]; }
+      /* outputs of a function that ran its own backward carry no history */
+    }
+    for (int g = 0; g < r->ngrads; g++) {
+      td_tensor *leaf = r->grads[g];
+      if (outk[nout + g] < 0) continue;
+      td_tensor *gr = res[outk[nout + g]];
+      res[outk[nout + g]] = NULL;
+      td_release(leaf->rt_grad);
+      leaf->rt_grad = gr;
+    }
+  }
+  for (int k = 0; k < t->nouts; k++) td_release(res[k]);
+  free(res);
+done:
+  if (rc < 0) for (int k = 0; k < nout; k++) { td_release(results[k]); results[k] = NULL; }
+  /* leaves whose .grad is still traced (a failed run): drop the dataless grad */
+  if (rc) for (int g = 0; g < r->ngrads; g++) {
+    td_tensor *leaf = r->grads[g];
+    if (leaf->rt_grad && jit_is_traced(leaf->rt_grad) && rc != TD_COMPILE_RERUN_EAGER) { td_release(leaf->rt_grad); leaf->rt_grad = NULL; }
+  }
+  variant_free(tmp);
+  free(key); free(outk);
+  jit_rec_free(r); cf->rec = NULL;
+  return rc;
+}

@@ -1,0 +1,47 @@
+/*
+** jit_rec.h -- the recorder's state for one traced call (jit_record.c), and
+** the executor (jit_exec.c) that runs a scheduled plan or a trace eagerly.
+*/
+#ifndef JIT_REC_H
+#define JIT_REC_H
+
+#include "jit_ir.h"
+#include "jit_sched.h"
+
+/* A real storage met during the trace: its INPUT slot and current version. */
+typedef struct JitStorageRef { RtStorage *s; int32_t slot; JitRef input, ref; } JitStorageRef;
+
+typedef struct JitRec {
+  JitTrace t;
+  JitStorageRef *map; int32_t mcap, mn;
+  td_tensor **grads; int32_t ngrads, gcap;     /* leaves whose .grad was set (retained) */
+  int32_t backward_ran;
+} JitRec;
+
+JitRec *jit_rec_begin(void);                   /* starts tracing on this thread */
+void jit_rec_stop(JitRec *r);                  /* stops tracing (the trace stays) */
+void jit_rec_free(JitRec *r);
+int jit_rec_input(JitRec *r, td_tensor *x);    /* the INPUT slot of x's storage */
+int jit_rec_output(JitRec *r, td_tensor *x);   /* appends an output view; its index */
+int jit_rec_effects(JitRec *r);                /* in-place writes to real storages -> effects */
+void jit_trace_clear(JitTrace *t);
+
+/* -- Trace text (jit_dump.c) ----------------------------------------------------------- */
+
+char *jit_trace_text(const JitTrace *t);       /* TIDE_LOG=graph listing, malloc'd */
+char *jit_trace_dot(const JitTrace *t);        /* Graphviz DOT, malloc'd */
+
+/* -- Executor (jit_exec.c) -------------------------------------------------------------- */
+
+typedef struct JitExec JitExec;
+/* Plan the buffers of a plan over its trace (liveness-based reuse of one arena). */
+JitExec *jit_exec_new(const JitTrace *t, const JitPlan *p, const CgKernelFn *fns);
+void jit_exec_free(JitExec *x);
+/* Run with the inputs and scalar values of `cur` (a trace equal to the planned one
+** up to input identities and dynamic scalar values). outs[k] receives a new real
+** tensor for cur->outs[k]; effects are written into the input storages. */
+int jit_exec_run(JitExec *x, const JitTrace *cur, td_tensor **outs);
+/* An all-eager plan of a trace (the interpreter: fallbacks and reference runs). */
+JitPlan *jit_plan_eager(JitTrace *t);
+
+#endif

@@ -1,0 +1,136 @@
+--[[
+tide.compile -- compiled functions. tide.compile(fn, opts) returns a callable
+object; each call traces fn (its ops are recorded, no kernels run), finds the
+compiled variant for that trace (compiling on a miss, printing why) and runs
+its fused kernels. The trace is the guard: shapes, dtypes, the ops Lua chose,
+the Lua numbers used (a number that changes becomes a kernel argument). The
+C side is jit/jit_compile.c; this file handles arguments and returns.
+--]]
+local core = require "tide.core"
+local ffi, C = core.ffi, core.C
+local is_tensor = core.is_tensor
+
+local M = {}
+
+local Compiled = {}
+Compiled.__index = Compiled
+
+local TensorPtrs = ffi.typeof("td_tensor*[?]")
+
+local function pack(...) return { n = select("#", ...), ... } end
+
+-- Tensors among the arguments become the first input slots (named in messages).
+local function arg_tensors(...)
+  local n = select("#", ...)
+  local arr, k = TensorPtrs(n + 1), 0
+  for i = 1, n do
+    local a = select(i, ...)
+    if is_tensor(a) then arr[k] = a.p; k = k + 1 end
+  end
+  return arr, k
+end
+
+local function data_dependent(msg)
+  return type(msg) == "string" and msg:find("tide.compile traces the function", 1, true) ~= nil
+end
+
+-- Returned tensors, at the top level or one level inside returned tables.
+local function collect_outputs(res)
+  local where, ptrs = {}, {}
+  for i = 2, res.n do
+    local v = res[i]
+    if is_tensor(v) then where[#where + 1] = { res, i }; ptrs[#ptrs + 1] = v.p
+    elseif type(v) == "table" and getmetatable(v) == nil then
+      for k, x in pairs(v) do
+        if is_tensor(x) then where[#where + 1] = { v, k }; ptrs[#ptrs + 1] = x.p end
+      end
+    end
+  end
+  return where, ptrs
+end
+
+local function run(self, mode, ...)
+  local args, nargs = arg_tensors(...)
+  core.check(C.td_compile_begin(self.cf, nargs, args))
+  local res = pack(pcall(self.fn, ...))
+  if not res[1] then
+    C.td_compile_abort(self.cf)
+    local msg = res[2]
+    if self.fallback and data_dependent(msg) and mode == 0 then
+      io.stderr:write(("tide.compile: %s reads tensor values while traced (%s); running it eagerly from now on\n")
+        :format(self.name, tostring(msg):match("^[^\n]*")))
+      self.eager = true
+      return self.fn(...)
+    end
+    error(msg, 0)
+  end
+  local where, ptrs = collect_outputs(res)
+  local n = #ptrs
+  local outs, results = TensorPtrs(n + 1), TensorPtrs(n + 1)
+  for j = 1, n do outs[j - 1] = ptrs[j] end
+  local rc = C.td_compile_end(self.cf, n, outs, results, mode)
+  if rc < 0 then core.fail() end
+  if rc == C.TD_COMPILE_RERUN_EAGER then return self.fn(...) end
+  if mode ~= 0 then return ffi.string(C.td_compile_text(self.cf)) end
+  for j = 1, n do
+    local w = where[j]
+    w[1][w[2]] = core.wrap(results[j - 1])
+  end
+  return unpack(res, 2, res.n)
+end
+
+function Compiled:__call(...)
+  -- a compiled function called while another one traces is simply inlined
+  if C.td_is_tracing() ~= 0 or self.eager then return self.fn(...) end
+  if C.td_compile_eager_grad(self.cf) ~= 0 and C.td_grad_enabled() ~= 0 then return self.fn(...) end
+  return run(self, 0, ...)
+end
+
+-- compiled:explain(args...): the trace, the kernel groups and the generated C
+-- of the variant these arguments select (compiling it if needed), as a string.
+-- The function runs as traced (its Lua side effects happen), its kernels do not.
+function Compiled:explain(...) return run(self, C.TD_COMPILE_EXPLAIN, ...) end
+
+-- Number of compiled variants so far.
+function Compiled:variants() return C.td_compile_variants(self.cf) end
+
+local function name_of(fn)
+  local info = debug.getinfo(fn, "S")
+  return (info.short_src or "?"):match("[^/]*$") .. ":" .. (info.linedefined or 0)
+end
+
+-- tide.compile(fn, {fallback = "eager", name = "step"})
+function M.compile(fn, opts)
+  if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
+    core.raise(("bad argument #1 to 'compile' (function expected, got %s)"):format(type(fn)))
+  end
+  opts = opts or {}
+  if opts.fallback ~= nil and opts.fallback ~= "eager" and opts.fallback ~= "error" then
+    core.raise(("compile: fallback must be \"eager\" or \"error\", got %s"):format(tostring(opts.fallback)))
+  end
+  local name = opts.name or (type(fn) == "function" and name_of(fn) or "module")
+  local flags = opts.fallback == "eager" and C.TD_COMPILE_FALLBACK_EAGER or 0
+  local cf = C.td_compile_new(name, flags)
+  if cf == nil then core.fail() end
+  return setmetatable({ fn = fn, cf = ffi.gc(cf, C.td_compile_free), name = name,
+                        fallback = opts.fallback == "eager" }, Compiled)
+end
+
+-- tide.jit.to_dot(compiled, args...): the trace graph of that call as Graphviz DOT.
+function M.to_dot(compiled, ...)
+  if getmetatable(compiled) ~= Compiled then
+    core.raise("bad argument #1 to 'to_dot' (compiled function expected)")
+  end
+  return run(compiled, C.TD_COMPILE_DOT, ...)
+end
+
+-- tide.jit.stats(): counts of libgccjit compiles, disk-cache loads, memory-cache hits, kernels compiled
+function M.stats()
+  local s = ffi.new("int64_t[4]")
+  C.td_jit_stats(s)
+  return { compiles = tonumber(s[0]), disk_loads = tonumber(s[1]), mem_hits = tonumber(s[2]),
+           kernels = tonumber(s[3]) }
+end
+
+M.Compiled = Compiled
+return M
