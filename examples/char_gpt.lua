@@ -9,10 +9,12 @@ validation loss, writes a checkpoint, resumes from it, and samples text.
   luajit examples/char_gpt.lua [--steps 300] [--batch 16] [--block 64] [--layers 4]
       [--heads 4] [--dim 128] [--lr 3e-3] [--warmup 30] [--eval-every 100]
       [--ckpt char_gpt.ckpt] [--resume 1] [--sample 300] [--prompt "And God said"]
-      [--temperature 0.8] [--text FILE] [--seed 0] [--bench N]
+      [--temperature 0.8] [--text FILE] [--seed 0] [--bench N] [--compile 1]
 
 --bench N times N training steps (after 5 warm-up steps) and prints the median
-step time instead of training (bench/RESULTS.md, workload W3).
+step time instead of training (bench/RESULTS.md, workload W3). --compile 1
+runs each training step (forward, backward, clipping, AdamW update) as one
+tide.compile'd function.
 
 Run it from the checkout (or with LUA_PATH set as in the README); `make gpt`
 installs the packages and runs a short configuration.
@@ -25,7 +27,7 @@ local nn, F, data = tide.nn, tide.nn.functional, tide.data
 
 local opt = { steps = 300, batch = 16, block = 64, layers = 4, heads = 4, dim = 128, lr = 3e-3, warmup = 30,
   ["eval-every"] = 100, ckpt = "char_gpt.ckpt", resume = 0, sample = 300, prompt = "And God said",
-  temperature = 0.8, text = "", seed = 0, bench = 0 }
+  temperature = 0.8, text = "", seed = 0, bench = 0, compile = 0 }
 local i = 1
 while i <= #arg do
   local k = arg[i]:match("^%-%-(.+)$")
@@ -146,19 +148,27 @@ local function estimate(split, n)
   return s / n
 end
 
+-- one training step on a batch; with --compile 1 traced, fused and compiled
+-- (the scheduler's learning rate is a Lua number that changes every step: it
+-- becomes a kernel argument after the second step instead of recompiling)
+local function train_step(x, y)
+  local loss = loss_of(x, y)
+  optim:zero_grad(); loss:backward()
+  tide.nn.utils.clip_grad_norm_(model:parameters(), 1.0)
+  optim:step()
+  return loss
+end
+if opt.compile ~= 0 then train_step = tide.compile(train_step, { name = "train_step" }) end
+
 if opt.bench > 0 then
-  local function train_step()
-    local loss = loss_of(batch(train))
-    optim:zero_grad(); loss:backward()
-    tide.nn.utils.clip_grad_norm_(model:parameters(), 1.0)
-    optim:step(); sched:step()
-  end
-  for _ = 1, 5 do train_step() end
+  for _ = 1, 5 do train_step(batch(train)); sched:step() end
   local t = {}
-  for k = 1, opt.bench do local t0 = tide.progress.clock(); train_step(); t[k] = tide.progress.clock() - t0 end
+  for k = 1, opt.bench do
+    local t0 = tide.progress.clock(); train_step(batch(train)); sched:step(); t[k] = tide.progress.clock() - t0
+  end
   table.sort(t)
-  print(("W3 train step  tide eager (Lua)  threads=%d  median %.1f ms  min %.1f  max %.1f  (%d steps)"):format(
-    tide.get_num_threads(), t[math.floor(opt.bench / 2) + 1] * 1e3, t[1] * 1e3, t[opt.bench] * 1e3, opt.bench))
+  print(("W3 train step  tide %s (Lua)  threads=%d  median %.1f ms  min %.1f  max %.1f  (%d steps)"):format(
+    opt.compile ~= 0 and "compiled" or "eager", tide.get_num_threads(), t[math.floor(opt.bench / 2) + 1] * 1e3, t[1] * 1e3, t[opt.bench] * 1e3, opt.bench))
   os.exit(0)
 end
 
@@ -171,11 +181,7 @@ if opt.resume ~= 0 then
 end
 local bar = tide.progress.bar(opt.steps - step, { desc = "train", every = math.max(1, math.floor(opt["eval-every"] / 2)) })
 while step < opt.steps do
-  local loss = loss_of(batch(train))
-  optim:zero_grad()
-  loss:backward()
-  tide.nn.utils.clip_grad_norm_(model:parameters(), 1.0)
-  optim:step()
+  local loss = train_step(batch(train))
   sched:step()
   step = step + 1
   bar:update(1, { loss = loss:item() })

@@ -5,11 +5,12 @@ examples/fashion_mnist.lua -- train an MLP or a small CNN on Fashion-MNIST
 tide.data; prints the loss, the time per epoch and the test accuracy.
 
   luajit examples/fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N]
-                                    [--lr X] [--limit N] [--seed N]
+                                    [--lr X] [--limit N] [--seed N] [--compile 1]
 
 (run from the checkout, or with LUA_PATH set as in the README; `make fashion`
 installs the dataset package when missing). --limit trains on the first N
-images only, for a quick run.
+images only, for a quick run. --compile 1 runs each training step (forward,
+backward and the optimizer update) as one tide.compile'd function.
 --]]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 local tide = require "tide"
@@ -17,13 +18,13 @@ local nn, F, data = tide.nn, tide.nn.functional, tide.data
 
 -- -- Options --------------------------------------------------------------------------------
 
-local opt = { model = "mlp", epochs = 3, ["batch-size"] = 128, lr = 1e-3, limit = 0, seed = 0,
+local opt = { model = "mlp", epochs = 3, ["batch-size"] = 128, lr = 1e-3, limit = 0, seed = 0, compile = 0,
   dir = "/usr/share/datasets/fashion-mnist" }
 local i = 1
 while i <= #arg do
   local k = arg[i]:match("^%-%-(.+)$")
   if not k or opt[k] == nil then
-    io.stderr:write("usage: luajit examples/fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--limit N] [--seed N] [--dir PATH]\n")
+    io.stderr:write("usage: luajit examples/fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--limit N] [--seed N] [--compile 1] [--dir PATH]\n")
     os.exit(2)
   end
   local v = arg[i + 1]
@@ -86,15 +87,23 @@ end
 
 -- -- Training ---------------------------------------------------------------------------------------------
 
+-- one training step; with --compile 1 it is traced, fused and compiled (the
+-- last, smaller batch of an epoch compiles a second variant, once)
+local function train_step(x, y)
+  local loss = F.cross_entropy(model(x), y)
+  optim:zero_grad()
+  loss:backward()
+  optim:step()
+  return loss
+end
+if opt.compile ~= 0 then train_step = tide.compile(train_step, { name = "train_step" }) end
+
 local acc
 for epoch = 1, opt.epochs do
   local t0 = tide.progress.clock()
   local bar = tide.progress.bar(loader:len(), { desc = ("epoch %d"):format(epoch) })
   for x, y in loader:batches() do
-    local loss = F.cross_entropy(model(x), y)
-    optim:zero_grad()
-    loss:backward()
-    optim:step()
+    local loss = train_step(x, y)
     bar:update(1, { loss = loss:item() })
   end
   bar:close()

@@ -86,10 +86,13 @@ static char *trace_key(const JitTrace *t, size_t *n)
   return k;
 }
 
+/* 64-bit multiply-xorshift over 8-byte words (the key is ~250 bytes per record) */
 static uint64_t key_hash(const char *k, size_t n)
 {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) { h ^= (uint8_t)k[i]; h *= 1099511628211ull; }
+  uint64_t h = 1469598103934665603ull ^ n, w;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) { memcpy(&w, k + i, 8); h = (h ^ w) * 0x9e3779b97f4a7c15ull; h ^= h >> 29; }
+  for (; i < n; i++) { h ^= (uint8_t)k[i]; h *= 1099511628211ull; }
   return h;
 }
 

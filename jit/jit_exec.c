@@ -55,10 +55,11 @@ static int exec_plan_buffers(JitExec *x)
       for (int k = 0; k < ins->nin; k++) touch(x, jit_arg(t, ins, k)->root, s);
     }
   }
-  bool *is_out = calloc((size_t)t->nins, 1);
+  /* is_out: read after the last step (1 returned or a .grad, 2 an effect, 3 both) */
+  uint8_t *is_out = calloc((size_t)t->nins + 1, 1);
   if (!is_out) return rt_err(TD_ERR_NOMEM, "tide.compile: out of memory");
-  for (int k = 0; k < t->nouts; k++) is_out[t->outs[k].root] = true;
-  for (int k = 0; k < t->neffects; k++) is_out[t->effects[k].ref] = true;
+  for (int k = 0; k < t->nouts; k++) is_out[t->outs[k].root] |= 1;
+  for (int k = 0; k < t->neffects; k++) is_out[t->effects[k].ref] |= 2;
   for (int i = 0; i < t->nins; i++) if (is_out[i]) x->b[i].last = p->nsteps;   /* read after the last step */
   /* free blocks: (offset, size) pairs reused best-fit; blocks never split */
   int64_t *fo = malloc(sizeof(int64_t) * 2 * (size_t)(t->nins + 1)); int nf = 0;
@@ -77,7 +78,9 @@ static int exec_plan_buffers(JitExec *x)
       const JitIns *oi = &t->ins[old];
       JitRef ro = resolve(x, old);
       bool old_dies = x->b[old].last <= b->def && !is_out[old];
-      bool ok_kind = x->b[ro].kind == BUF_ARENA || (x->b[ro].kind == BUF_INPUT && is_out[i]);
+      /* into a dying intermediate (not for a returned value: it needs its own storage),
+      ** or into the input it is the final version of */
+      bool ok_kind = (x->b[ro].kind == BUF_ARENA && !(is_out[i] & 1)) || (x->b[ro].kind == BUF_INPUT && is_out[i] == 2);
       if (old_dies && ok_kind && oi->dtype == ins->dtype) {
         b->kind = BUF_ALIAS; b->alias = old;
         /* the alias extends the life of the block it uses */

@@ -254,8 +254,8 @@ int jit_record_write(RtCall *c, td_tensor *out, td_tensor *value)
   dst.root = old; dst.ndim = out->ndim; dst.offset = out->offset;
   memcpy(dst.sizes, out->sizes, out->ndim * sizeof(int64_t));
   memcpy(dst.strides, out->strides, out->ndim * sizeof(int64_t));
-  const JitIns *oi = &t->ins[old];
-  JitRef ref = rec_emit(t, JIT_OP_WRITE, oi->dtype, value->scalar_type, oi->ndim, oi->sizes, NULL, 2, a);
+  JitIns oi = t->ins[old];             /* a copy: rec_emit may move the array */
+  JitRef ref = rec_emit(t, JIT_OP_WRITE, oi.dtype, value->scalar_type, oi.ndim, oi.sizes, NULL, 2, a);
   if (ref < 0 || GROW(t->views, t->vcap, t->nviews + 1)) return TD_ERR_NOMEM;
   t->ins[ref].dst = t->nviews;
   t->views[t->nviews++] = dst;
