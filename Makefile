@@ -9,7 +9,7 @@ OPT     ?= -O3 -march=native
 CFLAGS  ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-type-limits -Wno-unused-local-typedefs
 CFLAGS  += -fPIC -fvisibility=hidden -pthread -Iruntime
 BLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
-LIBS    := -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lmvec -lm -lpthread
+LIBS    := -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lgccjit -ldl -lmvec -lm -lpthread
 LUAJIT  ?= luajit
 
 # build dir; the Lua side finds another one through TIDE_BUILD

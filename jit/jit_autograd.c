@@ -362,7 +362,9 @@ static int deliver_leaf(td_tensor *leaf, td_tensor *g, const Capture *cap, int c
     td_release(gd);
     if (!s) return TD_ERR_NOMEM;
     gd = s;
-  } else if (!create_graph && g->rt_storage && g->rt_storage->refcount > 2) {
+  } else if (!create_graph && g->rt_storage && (g->rt_storage->refcount > 2 || jit_tracing)) {
+    /* (while traced, always: a refcount depends on when Lua collects, and the
+    ** trace must not) */
     /* .grad must own its memory: the incoming buffer is shared (e.g. add passes
     ** one gradient to both inputs), and an in-place update of one .grad
     ** (clipping, zeroing) must not change the other */

@@ -20,6 +20,7 @@
 
 typedef struct Variant {
   JitTrace t;                /* optimized copy of the trace (no inputs) */
+  JitTrace raw;              /* the trace as recorded, to explain later misses */
   char *key; size_t nkey; uint64_t hash;
   JitPlan *plan;
   CgKernelFn *fns;
@@ -113,7 +114,7 @@ static char *shape_str(char *b, int nd, const int64_t *s) { return rt_shape_str(
 ** differ only in value are marked dynamic in cf (returns 1) instead. */
 static int explain_miss(td_compiled *cf, const Variant *v, const JitTrace *t, int nargs, char *why, size_t n)
 {
-  const JitTrace *o = &v->t;
+  const JitTrace *o = &v->raw;
   char a[160], b[160];
   /* inputs first: the arguments, then other tensors the function reached */
   int nin = t->ninputs < o->ninputs ? t->ninputs : o->ninputs;
@@ -195,8 +196,8 @@ static void variant_free(Variant *v)
   jit_exec_free(v->exec);
   if (v->plan) jit_plan_free(v->plan);
   free(v->fns); free(v->key); free(v->text);
-  v->t.ninputs = 0;
-  jit_trace_clear(&v->t);
+  v->t.ninputs = v->raw.ninputs = 0;
+  jit_trace_clear(&v->t); jit_trace_clear(&v->raw);
   free(v);
 }
 
@@ -231,7 +232,7 @@ static Variant *variant_build(td_compiled *cf, const JitTrace *t, char *key, siz
   Variant *v = calloc(1, sizeof *v);
   if (!v) { free(key); return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory"); }
   v->key = key; v->nkey = nkey; v->hash = key_hash(key, nkey);
-  if (copy_trace(&v->t, t)) goto fail;
+  if (copy_trace(&v->t, t) || copy_trace(&v->raw, t)) goto fail;
   if (eager) {
     if (!(v->plan = jit_plan_eager(&v->t))) goto fail;
   } else {

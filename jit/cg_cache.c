@@ -1,0 +1,296 @@
+/*
+** cg_cache.c -- compiled kernels: the memory table (kernel hash -> entry), the
+** disk cache of shared objects (one per compiled batch, validated before
+** dlopen), cg_compile, the counters, and running a kernel on the thread pool.
+*/
+
+/*
+** Disk cache layout ($TIDE_CACHE_DIR, default $XDG_CACHE_HOME/tide or
+** ~/.cache/tide; TIDE_CACHE_DIR= disables it): for a batch hash H,
+**   H.so    the shared object, written to a temp file, fsync'ed, renamed;
+**   H.meta  "tide-cg <version>\nhash H\nsize N\nfnv F\n" (F = FNV-1a of the .so),
+**           written (temp, fsync, rename) before H.so is renamed into place.
+** A .so is loaded only when its meta matches: format version, hash, size,
+** content hash and ELF magic. Anything else is deleted and rebuilt, never
+** dlopen'ed. The batch hash covers the format version, the ISA level, extra
+** compiler options and every kernel's IR hash and name.
+*/
+#include "cg_emit.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CG_FORMAT_VERSION 1
+#define CG_MAX_SO (256 << 20)
+
+static pthread_mutex_t cg_mu = PTHREAD_MUTEX_INITIALIZER;
+static CgStats cg_st;
+
+/* -- Host ------------------------------------------------------------------------ */
+
+int cg_host_lanes(void)
+{
+  static int lanes;
+  if (!lanes) {
+    const char *isa = getenv("TIDE_CG_ISA");   /* "v3" forces AVX2 on an AVX-512 host */
+    __builtin_cpu_init();
+    int v4 = __builtin_cpu_supports("avx512f") && !(isa && !strcmp(isa, "v3"));
+    lanes = v4 ? 16 : 8;
+  }
+  return lanes;
+}
+const char *cg_host_march(void) { return cg_host_lanes() == 16 ? "x86-64-v4" : "x86-64-v3"; }
+
+/* -- Memory table ---------------------------------------------------------------- */
+
+typedef struct { uint64_t hash; CgKernelFn fn; } CgSlot;
+static CgSlot *tab;
+static size_t tab_cap, tab_n;
+
+static CgKernelFn tab_get(uint64_t h)
+{
+  if (!tab_cap) return NULL;
+  for (size_t i = h & (tab_cap - 1);; i = (i + 1) & (tab_cap - 1)) {
+    if (!tab[i].fn) return NULL;
+    if (tab[i].hash == h) return tab[i].fn;
+  }
+}
+static void tab_put(uint64_t h, CgKernelFn fn)
+{
+  if ((tab_n + 1) * 2 > tab_cap) {
+    size_t cap = tab_cap ? tab_cap * 2 : 256;
+    CgSlot *t = calloc(cap, sizeof *t);
+    if (!t) return;                       /* not cached: compiled again next time */
+    for (size_t j = 0; j < tab_cap; j++)
+      if (tab[j].fn) {
+        size_t i = tab[j].hash & (cap - 1);
+        while (t[i].fn) i = (i + 1) & (cap - 1);
+        t[i] = tab[j];
+      }
+    free(tab); tab = t; tab_cap = cap;
+  }
+  size_t i = h & (tab_cap - 1);
+  while (tab[i].fn && tab[i].hash != h) i = (i + 1) & (tab_cap - 1);
+  if (!tab[i].fn) tab_n++;
+  tab[i].hash = h; tab[i].fn = fn;
+}
+
+/* -- Hashing ------------------------------------------------------------------------ */
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 0x100000001b3ull; }
+  return h;
+}
+
+static uint64_t batch_hash(CgKernel *const *ks, int n)
+{
+  uint64_t h = 0xcbf29ce484222325ull;
+  int v = CG_FORMAT_VERSION;
+  h = fnv(h, &v, sizeof v);
+  const char *m = cg_host_march(), *x = getenv("TIDE_CG_OPTS");
+  h = fnv(h, m, strlen(m) + 1);
+  if (x) h = fnv(h, x, strlen(x) + 1);
+  for (int i = 0; i < n; i++) {
+    h = fnv(h, &ks[i]->hash, sizeof ks[i]->hash);
+    h = fnv(h, ks[i]->name, strlen(ks[i]->name) + 1);
+  }
+  return h;
+}
+
+/* -- Disk cache ------------------------------------------------------------------------ */
+
+/* the cache dir (created), or NULL when disabled or unusable */
+static const char *cache_dir(char *buf, size_t n)
+{
+  const char *d = getenv("TIDE_CACHE_DIR"), *x;
+  if (d) { if (!*d) return NULL; snprintf(buf, n, "%s", d); }
+  else if ((x = getenv("XDG_CACHE_HOME")) && *x) snprintf(buf, n, "%s/tide", x);
+  else if ((x = getenv("HOME")) && *x) snprintf(buf, n, "%s/.cache/tide", x);
+  else return NULL;
+  for (char *p = buf + 1; *p; p++)          /* mkdir -p */
+    if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
+  mkdir(buf, 0755);
+  struct stat st;
+  if (stat(buf, &st) || !S_ISDIR(st.st_mode) || access(buf, W_OK | X_OK)) return NULL;
+  return buf;
+}
+
+static char *read_file(const char *path, size_t *n, size_t max)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat st;
+  char *b = NULL;
+  if (!fstat(fd, &st) && S_ISREG(st.st_mode) && (size_t)st.st_size <= max && (b = malloc(st.st_size + 1))) {
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+      ssize_t r = read(fd, b + got, st.st_size - got);
+      if (r <= 0) break;
+      got += r;
+    }
+    b[got] = 0;
+    *n = got;
+    if (got != (size_t)st.st_size) { free(b); b = NULL; }
+  }
+  close(fd);
+  return b;
+}
+
+static int fsync_path(const char *path)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
+}
+
+static void paths(const char *dir, uint64_t bh, char *so, char *meta, size_t n)
+{
+  snprintf(so, n, "%s/%016llx.so", dir, (unsigned long long)bh);
+  snprintf(meta, n, "%s/%016llx.meta", dir, (unsigned long long)bh);
+}
+
+/* Load batch bh from the disk cache into fns. 0 = loaded, 1 = not there,
+** -1 = there but invalid (deleted). */
+static int disk_load(const char *dir, uint64_t bh, CgKernel *const *ks, int n, CgKernelFn *fns)
+{
+  char so[1200], meta[1200];
+  paths(dir, bh, so, meta, sizeof so);
+  size_t mn = 0, sn = 0;
+  char *m = read_file(meta, &mn, 4096);
+  if (!m) {
+    if (access(so, F_OK) == 0) { unlink(so); return -1; }   /* a .so without meta: foreign or torn */
+    return 1;
+  }
+  int ver = 0; unsigned long long h = 0, size = 0, sum = 0;
+  int ok = sscanf(m, "tide-cg %d\nhash %llx\nsize %llu\nfnv %llx\n", &ver, &h, &size, &sum) == 4 &&
+           ver == CG_FORMAT_VERSION && h == bh;
+  free(m);
+  char *b = ok ? read_file(so, &sn, CG_MAX_SO) : NULL;
+  if (ok && !b && access(so, F_OK) != 0) return 1;     /* meta written, .so not yet renamed */
+  ok = ok && b && sn == size && sn > 4 && !memcmp(b, "\177ELF", 4) && fnv(0xcbf29ce484222325ull, b, sn) == sum;
+  free(b);
+  void *dl = ok ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+  for (int i = 0; dl && i < n; i++)
+    if (!(fns[i] = (CgKernelFn)dlsym(dl, ks[i]->name))) { dlclose(dl); dl = NULL; }
+  if (!dl) { unlink(so); unlink(meta); return -1; }
+  return 0;                                            /* the handle stays open for the process */
+}
+
+/* Compile the batch into the cache dir and load it. 0, or nonzero when the
+** disk could not be used (the caller compiles in memory); *rc a compile error. */
+static int disk_build(const char *dir, uint64_t bh, CgKernel *const *ks, int n, CgKernelFn *fns, int *rc)
+{
+  char so[1200], meta[1200], tso[1300], tmeta[1300];
+  paths(dir, bh, so, meta, sizeof so);
+  snprintf(tso, sizeof tso, "%s/.tmp-%016llx-XXXXXX", dir, (unsigned long long)bh);
+  int fd = mkstemp(tso);
+  if (fd < 0) return 1;
+  close(fd);
+  *rc = cg_jit_build(ks, n, tso, NULL);
+  if (*rc) { unlink(tso); return 0; }
+  cg_st.compiles++;
+  size_t sn = 0;
+  char *b = read_file(tso, &sn, CG_MAX_SO);
+  int fail = !b || sn < 4 || fsync_path(tso);
+  if (!fail) {
+    snprintf(tmeta, sizeof tmeta, "%s/.tmp-%016llx-XXXXXX", dir, (unsigned long long)bh);
+    FILE *f = (fd = mkstemp(tmeta)) >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) { if (fd >= 0) close(fd); fail = 1; }
+    else {
+      fprintf(f, "tide-cg %d\nhash %016llx\nsize %zu\nfnv %016llx\n", CG_FORMAT_VERSION, (unsigned long long)bh, sn,
+              (unsigned long long)fnv(0xcbf29ce484222325ull, b, sn));
+      fail = fflush(f) || fsync(fileno(f));
+      fail = fclose(f) || fail;
+      fail = fail || rename(tmeta, meta) || rename(tso, so);
+      if (fail) unlink(tmeta);
+    }
+  }
+  free(b);
+  if (fail) { unlink(tso); return 1; }
+  int fd2 = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd2 >= 0) { fsync(fd2); close(fd2); }
+  return disk_load(dir, bh, ks, n, fns) == 0 ? 0 : 1;
+}
+
+/* -- Compile ---------------------------------------------------------------------------- */
+
+static double now_ms(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+int cg_compile(CgKernel *const *ks, int n, CgKernelFn *fns)
+{
+  if (n <= 0) return 0;
+  CgKernel **miss = malloc(n * sizeof *miss);
+  CgKernelFn *mfn = malloc(n * sizeof *mfn);
+  if (!miss || !mfn) { free(miss); free(mfn); return rt_err(TD_ERR_NOMEM, "cg: out of memory"); }
+  int nm = 0, rc = 0;
+  pthread_mutex_lock(&cg_mu);
+  for (int i = 0; i < n; i++) {
+    if ((fns[i] = tab_get(ks[i]->hash))) { cg_st.mem_hits++; continue; }
+    int dup = 0;
+    for (int j = 0; j < nm && !dup; j++) dup = miss[j]->hash == ks[i]->hash;
+    if (!dup) miss[nm++] = ks[i];
+  }
+  if (nm) {
+    double t0 = now_ms();
+    char dbuf[1024];
+    const char *dir = cache_dir(dbuf, sizeof dbuf);
+    uint64_t bh = batch_hash(miss, nm);
+    int done = 0, loaded = 0;
+    if (dir && disk_load(dir, bh, miss, nm, mfn) == 0) { cg_st.disk_loads++; done = loaded = 1; }
+    if (!done && dir) done = disk_build(dir, bh, miss, nm, mfn, &rc) == 0;
+    if (!done && !rc) {
+      rc = cg_jit_build(miss, nm, NULL, mfn);
+      if (!rc) cg_st.compiles++;
+    }
+    if (!rc) {
+      for (int j = 0; j < nm; j++) tab_put(miss[j]->hash, mfn[j]);
+      if (!loaded) cg_st.kernels_compiled += nm;
+    }
+    cg_st.compile_ms += now_ms() - t0;
+    for (int i = 0; i < n && !rc; i++)
+      if (!fns[i]) for (int j = 0; j < nm; j++) if (miss[j]->hash == ks[i]->hash) { fns[i] = mfn[j]; break; }
+  }
+  pthread_mutex_unlock(&cg_mu);
+  free(miss); free(mfn);
+  return rc;
+}
+
+void cg_stats(CgStats *s)
+{
+  pthread_mutex_lock(&cg_mu);
+  *s = cg_st;
+  pthread_mutex_unlock(&cg_mu);
+}
+
+/* -- Run ---------------------------------------------------------------------------------- */
+
+typedef struct { CgKernelFn fn; char **bufs; const double *args; } CgRun;
+
+static void run_rows(void *ctx, int64_t r0, int64_t r1)
+{
+  const CgRun *r = ctx;
+  r->fn(r0, r1, r->bufs, r->args);
+}
+
+void cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args)
+{
+  int64_t rows = cg_kernel_rows(k), inner = k->inner > 0 ? k->inner : 1;
+  CgRun r = { fn, bufs, args };
+  rt_parallel_for(rows, (16384 + inner - 1) / inner, run_rows, &r);
+}

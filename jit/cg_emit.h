@@ -1,0 +1,118 @@
+/*
+** cg_emit.h -- the emitter interface between the one walker over the kernel
+** IR (cg_walk.c) and the printers that implement it: libgccjit (cg_gccjit.c)
+** and C text (cg_c.c). Internal to the code generators.
+**
+** The walker decides everything (loop structure, vector or scalar passes, the
+** lowering of each RT_OP_* into primitives, the bit tricks for vector compares);
+** an emitter only prints primitives. Values are integer handles allocated by
+** the walker; every handle is one local of one CgTy (or a constant). A handle
+** made by emit_var is mutable (emit_assign, emit_lane_set, loop counters).
+*/
+#ifndef CG_EMIT_H
+#define CG_EMIT_H
+
+#include "cg.h"
+
+/* -- Types: scalars in td_dtype order, then helpers and vectors ---------------- */
+
+#define CG_TYDEF(_) \
+  _(BOOL, "_Bool",    1) _(U8,  "uint8_t",  1) _(I32, "int32_t", 4) _(I64, "int64_t", 8) \
+  _(F32,  "float",    4) _(F64, "double",   8) _(U32, "uint32_t", 4) _(U64, "uint64_t", 8) \
+  _(VF32, "vf32",     4) _(VF64, "vf64",    8) _(VU32, "vu32",    4) _(VU64, "vu64",    8)
+
+typedef enum {
+#define CG_TYENUM(name, c, size) CT_##name,
+  CG_TYDEF(CG_TYENUM)
+#undef CG_TYENUM
+  CT__MAX
+} CgTy;
+
+_Static_assert((int)CT_BOOL == TD_BOOL && (int)CT_U8 == TD_UINT8 && (int)CT_I32 == TD_INT32 &&
+               (int)CT_I64 == TD_INT64 && (int)CT_F32 == TD_FLOAT32 && (int)CT_F64 == TD_FLOAT64,
+               "ORDER DTYPE: scalar CgTy follow td_dtype");
+
+static inline int cg_ty_is_vec(int t) { return t >= CT_VF32; }
+static inline int cg_ty_is_float(int t) { return t == CT_F32 || t == CT_F64 || t == CT_VF32 || t == CT_VF64; }
+/* element type of a vector type (a scalar stays itself) */
+static inline int cg_ty_elem(int t)
+{ return t == CT_VF32 ? CT_F32 : t == CT_VF64 ? CT_F64 : t == CT_VU32 ? CT_U32 : t == CT_VU64 ? CT_U64 : t; }
+
+/* -- Primitive ops -------------------------------------------------------------- */
+
+/* _(NAME, C operator text (binary/unary), arity). Comparisons give CT_BOOL and
+** exist for scalars only (libgccjit 12 has no vector compare). */
+#define CG_EOPDEF(_) \
+  _(ADD, "+", 2) _(SUB, "-", 2) _(MUL, "*", 2) _(DIV, "/", 2) _(MOD, "%", 2) \
+  _(BAND, "&", 2) _(BOR, "|", 2) _(BXOR, "^", 2) _(SHL, "<<", 2) _(SHR, ">>", 2) \
+  _(LAND, "&&", 2) _(LOR, "||", 2) \
+  _(EQ, "==", 2) _(NE, "!=", 2) _(LT, "<", 2) _(LE, "<=", 2) _(GT, ">", 2) _(GE, ">=", 2) \
+  _(NEG, "-", 1) _(BNOT, "~", 1) _(LNOT, "!", 1) \
+  _(CAST, "", 1)      /* value conversion between scalar types */ \
+  _(BITCAST, "", 1)   /* same-size reinterpretation between vector types */ \
+  _(SPLAT, "", 1)     /* scalar -> vector of that element type */ \
+  _(COPY, "", 1) \
+  _(SELECT, "?", 3)   /* scalar a ? b : c */
+
+typedef enum {
+#define CG_EOPENUM(name, c, ar) CG_E_##name,
+  CG_EOPDEF(CG_EOPENUM)
+#undef CG_EOPENUM
+  CG_E__MAX
+} CgEop;
+
+/* -- The emitter table ------------------------------------------------------------ */
+
+typedef struct CgEmitter CgEmitter;
+struct CgEmitter {
+  /* Open the kernel function; handles 0 and 1 are r0 and r1 (CT_I64).
+  ** vlanes: lanes of a float32 vector (8 or 16; float64 has half). */
+  int (*begin_kernel)(CgEmitter *e, const CgKernel *k, int vlanes);
+  int (*end_kernel)(CgEmitter *e);
+  /* v = constant of type ty (a vector type: every lane); x for floats, ix for integers */
+  void (*emit_const)(CgEmitter *e, int v, int ty, double x, int64_t ix);
+  /* v = args[idx] (double) */
+  void (*emit_arg)(CgEmitter *e, int v, int idx);
+  /* v = op(a, b, c) of result type ty */
+  int (*emit_op)(CgEmitter *e, int v, int ty, int op, int a, int b, int c);
+  /* v = fname(args) with result type ty (a libm or libmvec function taking ty's) */
+  void (*emit_call)(CgEmitter *e, int v, int ty, const char *fname, int nargs, const int *args);
+  /* v = buffer buf's element at idx (element units), of type ty: the buffer's
+  ** element type, or a vector of it (an unaligned load of consecutive elements) */
+  void (*emit_load)(CgEmitter *e, int v, int ty, int buf, int idx);
+  void (*emit_store)(CgEmitter *e, int ty, int buf, int idx, int val);
+  /* mutable local v of type ty = init */
+  void (*emit_var)(CgEmitter *e, int v, int ty, int init);
+  void (*emit_assign)(CgEmitter *e, int var, int val);
+  /* v = lane j of vector variable vec / lane j of vec = val (j: an I64 handle) */
+  void (*emit_lane_get)(CgEmitter *e, int v, int vec, int j);
+  void (*emit_lane_set)(CgEmitter *e, int vec, int j, int val);
+  /* for (iv = lo; iv < hi; iv += step) { ... }  (iv a variable; hi re-read per iteration) */
+  void (*begin_loop)(CgEmitter *e, int iv, int lo, int hi, int64_t step);
+  void (*end_loop)(CgEmitter *e);
+  /* if (cond) { ... } */
+  void (*begin_if)(CgEmitter *e, int cond);
+  void (*end_if)(CgEmitter *e);
+  void (*comment)(CgEmitter *e, const char *text);
+};
+
+/* Walk kernel k, driving emitter e. Returns 0 or a negative code with a message. */
+int cg_walk(const CgKernel *k, CgEmitter *e, int vlanes);
+/* The float32 vector width of this host (8 for AVX2, 16 for AVX-512) and the
+** matching -march level. */
+int cg_host_lanes(void);
+const char *cg_host_march(void);
+/* the name of a primitive op */
+const char *cg_eop_name(int op);
+/* "cg: NYI ..." error naming the op */
+int cg_nyi(const CgKernel *k, int op, int dtype, const char *what);
+/* C text of a batch of kernels: one translation unit (malloc'd; NULL when out
+** of memory). *rc: the walker's result (on an error, the text printed so far). */
+char *cg_c_source_batch(CgKernel *const *ks, int n, int vlanes, int *rc);
+/* cg_gccjit.c: compile ks[0..n) in one libgccjit context, into the shared
+** object `path`, or (path NULL) in memory, setting fns[i]. */
+int cg_jit_build(CgKernel *const *ks, int n, const char *path, CgKernelFn *fns);
+/* libmvec name for function f ("expf") at lanes (NULL when none) */
+const char *cg_vec_fname(const char *f, int lanes, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,206 @@
+/*
+** jit_opt.c -- passes over a recorded trace, in place: dead-code elimination,
+** common-subexpression elimination and folding of scalar identities. Stage:
+** after the recorder (and autograd), before the scheduler (jit_sched.c).
+*/
+#include "jit_sched.h"
+#include <stdlib.h>
+#include <string.h>
+
+/*
+** Rules: a removed record keeps its slot and gets JIT_IF_DEAD (refs never
+** move). Folds only use SCALAR records whose value is specialized (no
+** JIT_IF_DYN): a dynamic scalar may be 1 now and 3 on the next call. Folds
+** never change a value's dtype or shape, and never look through identities
+** that only hold for exact arithmetic (no trigonometric or algebraic
+** rewrites that a benchmark could notice).
+*/
+
+static bool opt_live(const JitIns *r) { return !(r->flags & JIT_IF_DEAD); }
+
+/* -- DCE ----------------------------------------------------------------------------- */
+
+void jit_opt_dce(JitTrace *t)
+{
+  uint8_t *live = calloc((size_t)t->nins + 1, 1);
+  if (!live) return;                      /* keeping everything is always correct */
+  for (int i = 0; i < t->nouts; i++) if (t->outs[i].root >= 0) live[t->outs[i].root] = 1;
+  for (int i = 0; i < t->neffects; i++) live[t->effects[i].ref] = 1;
+  for (int i = t->nins - 1; i >= 0; i--) {
+    JitIns *r = &t->ins[i];
+    if (r->op == JIT_OP_INPUT) live[i] = 1;     /* bound to the caller's storages */
+    if (!live[i] || !opt_live(r)) continue;
+    for (int k = 0; k < r->nin; k++) live[jit_arg(t, r, k)->root] = 1;
+    if (r->op == JIT_OP_WRITE && r->dst >= 0) live[t->views[r->dst].root] = 1;
+  }
+  for (int i = 0; i < t->nins; i++) if (!live[i]) t->ins[i].flags |= JIT_IF_DEAD;
+  free(live);
+}
+
+/* -- CSE ----------------------------------------------------------------------------- */
+
+static bool opt_view_eq(const JitView *a, const JitView *b)
+{
+  if (a->root != b->root || a->ndim != b->ndim || a->offset != b->offset) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->sizes[d] != b->sizes[d] || (a->sizes[d] != 1 && a->strides[d] != b->strides[d])) return false;
+  return true;
+}
+
+static uint64_t opt_mix(uint64_t h, uint64_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); return h; }
+
+static uint64_t opt_hash(const JitTrace *t, const JitIns *r)
+{
+  uint64_t h = opt_mix((uint64_t)r->op, (uint64_t)r->dtype);
+  h = opt_mix(h, (uint64_t)r->nin);
+  for (int d = 0; d < r->ndim; d++) h = opt_mix(h, (uint64_t)r->sizes[d]);
+  for (int k = 0; k < r->nin; k++) {
+    const JitView *v = jit_arg(t, r, k);
+    h = opt_mix(h, (uint64_t)v->root);
+    h = opt_mix(h, (uint64_t)v->offset);
+  }
+  if (r->op == JIT_OP_SCALAR) { uint64_t b; memcpy(&b, &r->value, sizeof b); h = opt_mix(h, b); }
+  return h;
+}
+
+static bool opt_same(const JitTrace *t, const JitIns *a, const JitIns *b)
+{
+  if (a->op != b->op || a->dtype != b->dtype || a->cdtype != b->cdtype || a->ndim != b->ndim || a->nin != b->nin)
+    return false;
+  if (memcmp(a->sizes, b->sizes, sizeof(int64_t) * (size_t)a->ndim) || memcmp(&a->attrs, &b->attrs, sizeof a->attrs))
+    return false;
+  if (a->op == JIT_OP_SCALAR &&
+      (memcmp(&a->value, &b->value, sizeof a->value) || ((a->flags | b->flags) & JIT_IF_DYN))) return false;
+  for (int k = 0; k < a->nin; k++) if (!opt_view_eq(jit_arg(t, a, k), jit_arg(t, b, k))) return false;
+  return true;
+}
+
+void jit_opt_cse(JitTrace *t)
+{
+  int n = t->nins, cap = 16;
+  while (cap < 2 * n) cap *= 2;
+  JitRef *remap = malloc(sizeof(JitRef) * (size_t)(n + 1)), *tab = malloc(sizeof(JitRef) * (size_t)cap);
+  if (!remap || !tab) { free(remap); free(tab); return; }
+  for (int i = 0; i < cap; i++) tab[i] = -1;
+  for (int i = 0; i < n; i++) {
+    JitIns *r = &t->ins[i];
+    remap[i] = i;
+    if (!opt_live(r)) continue;
+    for (int k = 0; k < r->nin; k++) { JitView *v = &t->views[r->arg0 + k]; v->root = remap[v->root]; }
+    if (r->op == JIT_OP_WRITE && r->dst >= 0) t->views[r->dst].root = remap[t->views[r->dst].root];
+    /* inputs are distinct storages, writes are effects; dynamic scalars are slots */
+    if (r->op == JIT_OP_INPUT || r->op == JIT_OP_WRITE || (r->op == JIT_OP_SCALAR && (r->flags & JIT_IF_DYN)))
+      continue;
+    uint32_t h = (uint32_t)opt_hash(t, r) & (uint32_t)(cap - 1);
+    for (;; h = (h + 1) & (uint32_t)(cap - 1)) {
+      if (tab[h] < 0) { tab[h] = i; break; }
+      if (opt_same(t, &t->ins[tab[h]], r)) {
+        remap[i] = tab[h];
+        t->ins[tab[h]].flags |= r->flags & JIT_IF_OUTPUT;
+        r->flags |= JIT_IF_DEAD;
+        break;
+      }
+    }
+  }
+  for (int i = 0; i < t->nouts; i++) if (t->outs[i].root >= 0) t->outs[i].root = remap[t->outs[i].root];
+  free(remap); free(tab);
+}
+
+/* -- Folding ---------------------------------------------------------------------------- */
+
+/* The specialized value of operand view v, if it is a wrapped number. */
+static bool fold_const(const JitTrace *t, const JitView *v, double *x)
+{
+  const JitIns *s = &t->ins[v->root];
+  if (s->op != JIT_OP_SCALAR || (s->flags & JIT_IF_DYN)) return false;
+  *x = s->value;
+  return true;
+}
+
+/* Is v the whole of its root, contiguous, with the root's element count? */
+static bool fold_whole(const JitTrace *t, const JitView *v)
+{
+  const JitIns *x = &t->ins[v->root];
+  if (x->op == JIT_OP_SCALAR || v->offset != 0) return false;
+  int64_t s = 1;
+  for (int d = v->ndim - 1; d >= 0; d--) {
+    if (v->sizes[d] != 1 && v->strides[d] != s) return false;
+    s *= v->sizes[d];
+  }
+  int64_t n = 1;
+  for (int d = 0; d < x->ndim; d++) n *= x->sizes[d];
+  return s == n;
+}
+
+/* Same shape as r (no broadcasting) and r's dtype: r can become COPY of v. */
+static bool fold_same(const JitTrace *t, const JitIns *r, const JitView *v)
+{
+  if (t->ins[v->root].dtype != r->dtype || r->cdtype != r->dtype || v->ndim != r->ndim) return false;
+  return memcmp(v->sizes, r->sizes, sizeof(int64_t) * (size_t)r->ndim) == 0;
+}
+
+static void fold_to(JitTrace *t, JitIns *r, int op, const JitView *v, int nin)
+{
+  JitView x = *v;
+  r->op = op;
+  r->nin = nin;
+  for (int k = 0; k < nin; k++) t->views[r->arg0 + k] = x;
+}
+
+static void fold_one(JitTrace *t, JitIns *r)
+{
+  double c;
+  if (r->nin == 2 && r->op != JIT_OP_WRITE) {
+    JitView *a = &t->views[r->arg0], *b = &t->views[r->arg0 + 1];
+    bool cb = fold_const(t, b, &c);
+    switch (r->op) {
+    case RT_OP_MUL: case RT_OP_ADD: {
+      double id = r->op == RT_OP_MUL ? 1 : 0, ca;
+      if (cb && c == id && fold_same(t, r, a)) fold_to(t, r, RT_OP_COPY, a, 1);
+      else if (fold_const(t, a, &ca) && ca == id && fold_same(t, r, b)) fold_to(t, r, RT_OP_COPY, b, 1);
+      return;
+    }
+    case RT_OP_SUB: if (cb && c == 0 && fold_same(t, r, a)) fold_to(t, r, RT_OP_COPY, a, 1); return;
+    case RT_OP_DIV: if (cb && c == 1 && fold_same(t, r, a)) fold_to(t, r, RT_OP_COPY, a, 1); return;
+    case RT_OP_POW:
+      if (!cb || t->ins[a->root].op == JIT_OP_SCALAR) return;
+      if (c == 1 && fold_same(t, r, a)) fold_to(t, r, RT_OP_COPY, a, 1);
+      else if (c == 2) fold_to(t, r, RT_OP_MUL, a, 2);                   /* x*x, as eager's pow(x, 2) */
+      else if (c == 0.5 && rt_is_float(r->cdtype)) fold_to(t, r, RT_OP_SQRT, a, 1);
+      return;
+    }
+    return;
+  }
+  if (r->nin != 1) return;
+  JitView *a = &t->views[r->arg0];
+  const JitIns *x = &t->ins[a->root];
+  if (r->op == RT_OP_CAST && x->dtype == r->attrs.dtype && fold_same(t, r, a)) { fold_to(t, r, RT_OP_COPY, a, 1); return; }
+  if (r->op == RT_OP_NEG && x->op == RT_OP_NEG && !(x->flags & JIT_IF_DEAD) && fold_whole(t, a) &&
+      x->ndim == a->ndim && memcmp(x->sizes, a->sizes, sizeof(int64_t) * (size_t)a->ndim) == 0) {
+    const JitView *inner = jit_arg(t, x, 0);
+    if (fold_same(t, r, inner)) fold_to(t, r, RT_OP_COPY, inner, 1);
+  }
+}
+
+void jit_opt_fold(JitTrace *t)
+{
+  for (int i = 0; i < t->nins; i++) {
+    JitIns *r = &t->ins[i];
+    if (!opt_live(r) || r->op >= RT_OP__MAX || r->op < 0 || rt_ops[r->op].kind != RT_K_EW) continue;
+    fold_one(t, r);
+  }
+  /* forward consumers of a COPY of a whole contiguous root to that root (not
+  ** writes, outputs or effects: those need a buffer of their own) */
+  for (int i = 0; i < t->nins; i++) {
+    JitIns *r = &t->ins[i];
+    if (!opt_live(r) || r->op == JIT_OP_WRITE || r->op == JIT_OP_INPUT || r->op == JIT_OP_SCALAR) continue;
+    for (int k = 0; k < r->nin; k++) {
+      JitView *v = &t->views[r->arg0 + k];
+      const JitIns *p = &t->ins[v->root];
+      if (p->op != RT_OP_COPY || (p->flags & JIT_IF_DEAD)) continue;
+      const JitView *src = jit_arg(t, p, 0);
+      if (t->ins[src->root].dtype == p->dtype && t->ins[src->root].op != JIT_OP_SCALAR && fold_whole(t, src))
+        v->root = src->root;
+    }
+  }
+}
