@@ -186,6 +186,11 @@ static int w_conv(W *w, int a, int ty)
 {
   int t = w->ty[a];
   if (t == ty) return a;
+  if ((ty == CT_VU32 || ty == CT_VU64) && !cg_ty_is_vec(t)) {   /* a row bool into a lane mask */
+    int et = cg_ty_elem(ty);
+    int64_t ones = et == CT_U32 ? (int64_t)0xffffffffu : -1;
+    return op1(w, ty, CG_E_SPLAT, op3(w, et, CG_E_SELECT, w_tobool(w, a), hci(w, et, ones), hci(w, et, 0)));
+  }
   if (ty == CT_BOOL || ty == CT_VU32 || ty == CT_VU64) return w_tobool(w, a);
   if (t == CT_BOOL || t == CT_VU32 || t == CT_VU64) return w_b2x(w, a, ty);
   if (cg_ty_is_vec(ty) && !cg_ty_is_vec(t)) return op1(w, ty, CG_E_SPLAT, w_conv(w, a, cg_ty_elem(ty)));
