@@ -3,4 +3,6 @@
 # "N passed, N failed, N skipped" (spec/summary.lua); the exit code is busted's.
 cd "$(dirname "$0")/.."
 export TIDE_NUM_THREADS="${TIDE_NUM_THREADS:-2}"
+# compiled kernels go to the build dir, not $HOME (a fresh clone starts cold)
+export TIDE_CACHE_DIR="${TIDE_CACHE_DIR-$PWD/${TIDE_BUILD:-build}/jit-cache}"
 exec luajit /usr/bin/busted "$@"
