@@ -822,6 +822,20 @@ mt.__div = binop(OP.div, "div")
 mt.__pow = binop(OP.pow, "pow")
 mt.__unm = unop(OP.neg, "neg")
 mt.__len = function(x) return x.ndim > 0 and tonumber(x.sizes[0]) or 0 end
+-- a < b and a <= b on one-element tensors compare their values (Lua wants a
+-- boolean here, as Python's bool(tensor)); elementwise comparisons are x:lt(y).
+-- Inside tide.compile this reads a traced value: the error says how to branch.
+local function cmp_value(x, op)
+  if type(x) == "number" then return x end
+  if not is_tensor(x) then raise(("attempt to compare a tensor with a %s"):format(type(x))) end
+  if x.nelem ~= 1 then
+    raise(("%s: a tensor with %d elements has no single truth value; compare elementwise with x:%s(y)")
+      :format(op == "<" and "lt" or "le", tonumber(x.nelem), op == "<" and "lt" or "le"))
+  end
+  return T.item(x)
+end
+mt.__lt = function(a, b) return cmp_value(a, "<") < cmp_value(b, "<") end
+mt.__le = function(a, b) return cmp_value(a, "<=") <= cmp_value(b, "<=") end
 local function freed(k) raise(("Tensor used after free() (looking up '%s')"):format(tostring(k))) end
 mt.__index = function(x, k)
   if x.p == nil and k ~= "free" then freed(k) end   -- a freed handle holds NULL; C must never see it
