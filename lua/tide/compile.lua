@@ -34,18 +34,17 @@ local function data_dependent(msg)
   return type(msg) == "string" and msg:find("tide.compile traces the function", 1, true) ~= nil
 end
 
--- Returned tensors, at the top level or one level inside returned tables.
+-- Returned tensors, at the top level or inside returned plain tables (nested).
 local function collect_outputs(res)
-  local where, ptrs = {}, {}
-  for i = 2, res.n do
-    local v = res[i]
-    if is_tensor(v) then where[#where + 1] = { res, i }; ptrs[#ptrs + 1] = v.p
-    elseif type(v) == "table" and getmetatable(v) == nil then
-      for k, x in pairs(v) do
-        if is_tensor(x) then where[#where + 1] = { v, k }; ptrs[#ptrs + 1] = x.p end
-      end
+  local where, ptrs, seen = {}, {}, {}
+  local function walk(t, k, v)
+    if is_tensor(v) then where[#where + 1] = { t, k }; ptrs[#ptrs + 1] = v.p
+    elseif type(v) == "table" and getmetatable(v) == nil and not seen[v] then
+      seen[v] = true
+      for kk, x in pairs(v) do walk(v, kk, x) end
     end
   end
+  for i = 2, res.n do walk(res, i, res[i]) end
   return where, ptrs
 end
 

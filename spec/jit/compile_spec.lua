@@ -290,11 +290,11 @@ describe("tide.compile guards", function()
 
   it("tensors returned inside tables, with other values, come back with their values", function()
     local f = tide.compile(function(x)
-      return { a = x + 1, b = x:sum(), n = 3, s = "str" }, { x * 2, x:exp() }, x:max(), 7
+      return { a = x + 1, b = x:sum(), n = 3, s = "str", deep = { deeper = { x - 1 } } }, { x * 2, x:exp() }, x:max(), 7
     end)
     local x = tide.randn(2, 3)
     local t, l, mx, seven = f(x)
-    same(t.a, x + 1); same(t.b, x:sum())
+    same(t.a, x + 1); same(t.b, x:sum()); same(t.deep.deeper[1], x - 1)
     assert.equal(3, t.n); assert.equal("str", t.s)
     same(l[1], x * 2); same(l[2], x:exp())
     same(mx, x:max())
