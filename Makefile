@@ -85,6 +85,10 @@ gpt: all
 	@sh scripts/install-deps.sh bible-kjv-text bible-kjv
 	TIDE_BUILD=$(B) $(LUAJIT) examples/char_gpt.lua --steps 300 --ckpt $(B)/char_gpt.ckpt
 
+# the seed example of tide.compile: one fused kernel for sin(x)^2 + cos(x)^2
+seed: all
+	TIDE_BUILD=$(B) TIDE_LOG=schedule $(LUAJIT) examples/compile_seed.lua
+
 bench: deps all
 	@TIDE_BUILD=$(B) sh bench/run.sh
 
@@ -94,4 +98,4 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: all deps test example tour fashion gpt bench clean stats install examples/c_host
+.PHONY: all deps test example tour fashion gpt seed bench clean stats install examples/c_host

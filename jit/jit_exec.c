@@ -165,7 +165,8 @@ static int exec_eager(JitExec *x, const JitTrace *cur, JitRef r)
     if (src->op == JIT_OP_SCALAR) {     /* a wrapped number, with this call's value */
       memset(&hin[k], 0, sizeof hin[k]);
       static _Thread_local double scal[RT_MAX_IN];
-      rt_store(&scal[k], src->dtype, cur->ins[v->root].value);
+      /* this call's value when dynamic; else the variant's (maybe a folded constant) */
+      rt_store(&scal[k], src->dtype, (src->flags & JIT_IF_DYN) ? cur->ins[v->root].value : src->value);
       hin[k].refcount = 1 << 30; hin[k].scalar_type = src->dtype;
       hin[k].flags = TD_TF_WRAPPED_NUMBER; hin[k].nelem = 1; hin[k].ptr = &scal[k];
     } else view_header(x, &hin[k], v, src->dtype);

@@ -149,7 +149,7 @@ static void fold_to(JitTrace *t, JitIns *r, int op, const JitView *v, int nin)
 
 static void fold_one(JitTrace *t, JitIns *r)
 {
-  double c;
+  double c = 0;
   if (r->nin == 2 && r->op != JIT_OP_WRITE) {
     JitView *a = &t->views[r->arg0], *b = &t->views[r->arg0 + 1];
     bool cb = fold_const(t, b, &c);
@@ -182,12 +182,39 @@ static void fold_one(JitTrace *t, JitIns *r)
   }
 }
 
+/* An elementwise op on specialized Lua numbers only (the 2 - 1 of pow's
+** derivative) becomes a Lua number itself, evaluated by the eager kernel. */
+static bool fold_scalars(JitTrace *t, JitIns *r)
+{
+  if (r->ndim != 0 || r->nin < 1 || (r->flags & JIT_IF_OUTPUT)) return false;
+  td_tensor *in[3] = { NULL, NULL, NULL };
+  double x;
+  bool ok = true;
+  for (int k = 0; k < r->nin && ok; k++) {
+    const JitView *v = jit_arg(t, r, k);
+    if (!fold_const(t, v, &x) || !(in[k] = rt_tensor_new(0, NULL, t->ins[v->root].dtype))) { ok = false; break; }
+    rt_store(in[k]->ptr, in[k]->scalar_type, x);
+    in[k]->flags |= TD_TF_WRAPPED_NUMBER;
+  }
+  td_tensor *o = NULL;
+  if (ok) {
+    int g = td_set_grad_enabled(0);
+    o = td_op(r->op, r->nin, in, &r->attrs);
+    td_set_grad_enabled(g);
+  }
+  for (int k = 0; k < 3; k++) td_release(in[k]);
+  if (!o || o->scalar_type != r->dtype) { td_release(o); return false; }
+  r->op = JIT_OP_SCALAR; r->value = rt_load(o->ptr, o->scalar_type); r->nin = 0; r->slot = -1;
+  td_release(o);
+  return true;
+}
+
 void jit_opt_fold(JitTrace *t)
 {
   for (int i = 0; i < t->nins; i++) {
     JitIns *r = &t->ins[i];
     if (!opt_live(r) || r->op >= RT_OP__MAX || r->op < 0 || rt_ops[r->op].kind != RT_K_EW) continue;
-    fold_one(t, r);
+    if (!fold_scalars(t, r)) fold_one(t, r);
   }
   /* forward consumers of a COPY of a whole contiguous root to that root (not
   ** writes, outputs or effects: those need a buffer of their own) */
