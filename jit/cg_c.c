@@ -162,7 +162,7 @@ static int c_op(CgEmitter *e, int v, int ty, int op, int a, int b, int d)
     break;
   }
   default:
-    if (op < 0 || op >= CG_E__MAX || op == CG_E_SELECT) return rt_err(TD_ERR_ARG, "cg: NYI primitive %s in the C printer (kernel %s)", cg_eop_name(op), c->k->name);
+    if (op < 0 || op >= CG_E__MAX) return rt_err(TD_ERR_ARG, "cg: NYI primitive %s in the C printer (kernel %s)", cg_eop_name(op), c->k->name);
     line(c, "%s %s = %s %s %s;", t, x, an, c_opstr[op], bn);
   }
   return 0;

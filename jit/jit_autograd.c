@@ -363,11 +363,10 @@ static int deliver_leaf(td_tensor *leaf, td_tensor *g, const Capture *cap, int c
     if (!s) return TD_ERR_NOMEM;
     gd = s;
   } else if (!create_graph && g->rt_storage && (g->rt_storage->refcount > 2 || jit_tracing)) {
-    /* (while traced, always: a refcount depends on when Lua collects, and the
-    ** trace must not) */
     /* .grad must own its memory: the incoming buffer is shared (e.g. add passes
     ** one gradient to both inputs), and an in-place update of one .grad
-    ** (clipping, zeroing) must not change the other */
+    ** (clipping, zeroing) must not change the other. While traced, always:
+    ** a refcount depends on when Lua collects, and the trace must not. */
     td_tensor *c = td_contiguous(gd);
     if (c == gd) { td_release(c); c = td_op(RT_OP_COPY, 1, &gd, NULL); }
     td_release(gd);

@@ -122,7 +122,6 @@ static int explain_miss(td_compiled *cf, const Variant *v, const JitTrace *t, in
     const JitIns *x = &t->ins[i], *y = &o->ins[i];
     if (x->op != y->op) break;
     if (x->op != JIT_OP_INPUT || x->slot >= nin) continue;
-    const td_tensor *ti = t->inputs[x->slot];
     char who[48];
     if (x->slot < nargs) snprintf(who, sizeof who, "arg %d", x->slot + 1);
     else snprintf(who, sizeof who, "tensor input %d (not an argument)", x->slot + 1);
@@ -145,7 +144,6 @@ static int explain_miss(td_compiled *cf, const Variant *v, const JitTrace *t, in
       snprintf(why, n, "%s storage of %lld -> %lld elements", who, (long long)y->sizes[0], (long long)x->sizes[0]);
       return 0;
     }
-    (void)ti;
   }
   /* same structure but some Lua numbers changed: make them run-time arguments */
   if (t->nins == o->nins && t->nviews == o->nviews && t->nouts == o->nouts && t->neffects == o->neffects) {

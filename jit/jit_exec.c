@@ -26,6 +26,7 @@ struct JitExec {
   ExecBuf *b;             /* per record */
   char **ptr;             /* per record, during a call */
   RtStorage *wrap;        /* per record: non-owning storages for eager steps */
+  RtStorage **ost;        /* per record, during a call: the storage of an output root */
   char *arena; int64_t arena_bytes;
 };
 
@@ -128,7 +129,8 @@ JitExec *jit_exec_new(const JitTrace *t, const JitPlan *p, const CgKernelFn *fns
   x->b = calloc((size_t)t->nins + 1, sizeof *x->b);
   x->ptr = calloc((size_t)t->nins + 1, sizeof *x->ptr);
   x->wrap = calloc((size_t)t->nins + 1, sizeof *x->wrap);
-  if (!x->b || !x->ptr || !x->wrap || exec_plan_buffers(x)) { jit_exec_free(x); return NULL; }
+  x->ost = calloc((size_t)t->nins + 1, sizeof *x->ost);
+  if (!x->b || !x->ptr || !x->wrap || !x->ost || exec_plan_buffers(x)) { jit_exec_free(x); return NULL; }
   return x;
 }
 
@@ -136,7 +138,7 @@ void jit_exec_free(JitExec *x)
 {
   if (!x) return;
   if (x->arena) rt_free(x->arena, (size_t)x->arena_bytes);
-  free(x->b); free(x->ptr); free(x->wrap); free(x);
+  free(x->b); free(x->ptr); free(x->wrap); free(x->ost); free(x);
 }
 
 /* -- Eager steps ------------------------------------------------------------------------------ */
@@ -199,8 +201,7 @@ static int exec_eager(JitExec *x, const JitTrace *cur, JitRef r)
 int jit_exec_run(JitExec *x, const JitTrace *cur, td_tensor **outs)
 {
   const JitTrace *t = x->t; const JitPlan *p = x->p;
-  RtStorage **ost = calloc((size_t)t->nins + 1, sizeof *ost);
-  if (!ost) return rt_err(TD_ERR_NOMEM, "tide.compile: out of memory");
+  RtStorage **ost = x->ost;
   int rc = 0;
   for (int i = 0; i < t->nins && !rc; i++) {
     ExecBuf *b = &x->b[i];
@@ -251,8 +252,7 @@ int jit_exec_run(JitExec *x, const JitTrace *cur, td_tensor **outs)
     o->rt_storage = s; o->ptr = (char *)s->ptr + v->offset * rt_dtype_size(ri->dtype);
     outs[k] = o;
   }
-  for (int i = 0; i < t->nins; i++) rt_storage_release(ost[i]);
-  free(ost);
+  for (int i = 0; i < t->nins; i++) { rt_storage_release(ost[i]); ost[i] = NULL; }
   if (rc) for (int k = 0; k < t->nouts; k++) { td_release(outs[k]); outs[k] = NULL; }
   return rc;
 }

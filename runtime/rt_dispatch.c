@@ -165,16 +165,16 @@ td_tensor *rt_call_record(int op, int nin, td_tensor *const *in, const td_attrs 
 {
   RtCall c;
   if (rt_call_prepare(&c, op, nin, in, attrs)) return NULL;
-  td_tensor *out = jit_tracing ? jit_record_call(&c) : rt_tensor_alloc();
-  if (!out) return NULL;
-  if (jit_tracing) {
-    if (jit_grad_wants(&c) && jit_grad_record(&c, out)) { td_release(out); return NULL; }
-    return out;
+  td_tensor *out;
+  if (jit_tracing) out = jit_record_call(&c);          /* traced: the value is a record */
+  else if ((out = rt_tensor_alloc())) {
+    out->ndim = c.ndim; out->scalar_type = c.scalar_type; out->device_type = in[0]->device_type;
+    memcpy(out->sizes, c.sizes, sizeof out->sizes);
+    rt_tensor_contig_strides(c.ndim, c.sizes, out->strides);
+    out->nelem = rt_numel(c.ndim, c.sizes);
   }
-  out->ndim = c.ndim; out->scalar_type = c.scalar_type; out->device_type = in[0]->device_type;
-  memcpy(out->sizes, c.sizes, sizeof out->sizes);
-  rt_tensor_contig_strides(c.ndim, c.sizes, out->strides);
-  out->nelem = rt_numel(c.ndim, c.sizes);
+  td_release(c.aux);
+  if (!out) return NULL;
   if (jit_grad_wants(&c) && jit_grad_record(&c, out)) { td_release(out); return NULL; }
   return out;
 }

@@ -46,8 +46,9 @@ function M.clip_grad_norm_(params, max_norm, norm_type, error_if_nonfinite)
       for i, g in ipairs(gs) do ns[i] = g:norm(norm_type) end
       total = tide.stack(ns):norm(norm_type)
     end
-    if core.tracing() then              -- compiled: no values yet, scale by a tensor
-      local coef = (max_norm / (total + 1e-6)):clamp(nil, 1.0)
+    local coef = (max_norm / (total + 1e-6)):clamp(nil, 1.0)
+    -- compiled (tide.compile): no values yet; scale by the tensor, skip the check
+    if core.tracing() then
       for _, g in ipairs(gs) do g:mul_(coef) end
       return total
     end
@@ -56,7 +57,7 @@ function M.clip_grad_norm_(params, max_norm, norm_type, error_if_nonfinite)
       raise(("%s: the total norm of order %s for gradients is non-finite (%s), so it cannot be clipped; "
         .. "pass error_if_nonfinite=false to scale by it anyway"):format(fname, tostring(norm_type), tostring(t)))
     end
-    local coef = (max_norm / (total + 1e-6)):clamp(nil, 1.0):item()
+    coef = coef:item()
     for _, g in ipairs(gs) do g:mul_(coef) end
     return t
   end)
