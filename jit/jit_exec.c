@@ -80,8 +80,11 @@ static int exec_plan_buffers(JitExec *x)
       JitRef ro = resolve(x, old);
       bool old_dies = x->b[old].last <= b->def && !is_out[old];
       /* into a dying intermediate (not for a returned value: it needs its own storage),
-      ** or into the input it is the final version of */
-      bool ok_kind = (x->b[ro].kind == BUF_ARENA && !(is_out[i] & 1)) || (x->b[ro].kind == BUF_INPUT && is_out[i] == 2);
+      ** or into the input it is a version of: the final one (the effect) or one on
+      ** the way to it, so that a chain of in-place updates (Adam's m, v, p) runs in
+      ** the input's own memory and needs no copy back */
+      bool ok_kind = (x->b[ro].kind == BUF_ARENA && !(is_out[i] & 1)) ||
+                     (x->b[ro].kind == BUF_INPUT && (is_out[i] == 2 || is_out[i] == 0));
       if (old_dies && ok_kind && oi->dtype == ins->dtype) {
         b->kind = BUF_ALIAS; b->alias = old;
         /* the alias extends the life of the block it uses */

@@ -290,8 +290,19 @@ static td_tensor *mT(JitCtx *k, td_tensor *x)
   return jit_tmp(k, td_permute(x, x->ndim, perm));
 }
 
+/* True when x's last two dims are a transpose of contiguous memory (x = W^T). */
+static bool is_mT(const td_tensor *x)
+{
+  int n = x->ndim;
+  return n >= 2 && x->sizes[n - 1] > 1 && x->sizes[n - 2] > 1 && x->strides[n - 2] == 1 &&
+         x->strides[n - 1] == x->sizes[n - 2];
+}
+
 /* 1-D operands are promoted as in matmul: a (K) -> (1,K), b (K) -> (K,1);
-** then dA = g B^T, dB = A^T g, reduced over broadcast batch dims by the engine. */
+** then dA = g B^T, dB = A^T g, reduced over broadcast batch dims by the engine.
+** An operand that is a transposed view (Linear's x @ W^T) gets its gradient
+** computed transposed, dB = (g^T A)^T, so that flowing back through the view
+** it lands contiguous in W's layout: no transposing copy into W.grad. */
 RULE(matmul, S0 | S1, {
   td_tensor *a = IN(0), *b = IN(1), *g = G;
   if (!a || !b) return TD_ERR_GRAD;
@@ -305,13 +316,13 @@ RULE(matmul, S0 | S1, {
   if (b1) g = unsq(k, g, g->ndim);
   int rc = 0;
   if (needs(k, 0)) {
-    td_tensor *da = op2(k, RT_OP_MATMUL, g, mT(k, B));
+    td_tensor *da = is_mT(A) ? mT(k, op2(k, RT_OP_MATMUL, B, mT(k, g))) : op2(k, RT_OP_MATMUL, g, mT(k, B));
     if (a1 && da) da = jit_tmp(k, td_sum_to(da, 2, (int64_t[]){ 1, a->sizes[0] }));
     if (a1 && da) da = jit_tmp(k, td_reshape(da, 1, a->sizes));
     rc |= set(k, 0, da);
   }
   if (needs(k, 1)) {
-    td_tensor *db = op2(k, RT_OP_MATMUL, mT(k, A), g);
+    td_tensor *db = is_mT(B) ? mT(k, op2(k, RT_OP_MATMUL, mT(k, g), A)) : op2(k, RT_OP_MATMUL, mT(k, A), g);
     if (b1 && db) db = jit_tmp(k, td_sum_to(db, 2, (int64_t[]){ b->sizes[0], 1 }));
     if (b1 && db) db = jit_tmp(k, td_reshape(db, 1, b->sizes));
     rc |= set(k, 1, db);

@@ -786,6 +786,34 @@ describe("tide.compile matches eager on fused patterns", function()
     assert.equal(1, compiled:variants())
   end)
 
+  it("chains of in-place updates of an argument run in its memory without losing old versions", function()
+    -- each version is read somewhere: after the chain, transposed, and by a later
+    -- in-place step, so running the chain in the argument's memory must keep them
+    local function fn(p, m, g)
+      local old = p * 1
+      m:mul_(0.9):add_(g * 0.1)
+      p:mul_(0.5)
+      local mid = p:t() * 2
+      p:add_(m):sub_(g:t():t())
+      local mid2 = p + old
+      p:div_(3)
+      return old, mid, mid2
+    end
+    for _, n in ipairs({ 1, 7, 33 }) do
+      local p, m, g = tide.randn(n, n), tide.randn(n, n), tide.randn(n, n)
+      local pc, mc = p:clone(), m:clone()
+      local want = { fn(p, m, g) }
+      local compiled = tide.compile(fn)
+      for call = 1, 2 do
+        local got = { compiled(pc, mc, g) }
+        if call == 2 then want = { fn(p, m, g) } end
+        for i = 1, 3 do compare(got[i], want[i], ("n=%d call %d output %d"):format(n, call, i)) end
+        compare(pc, p, ("n=%d call %d argument p"):format(n, call))
+        compare(mc, m, ("n=%d call %d argument m"):format(n, call))
+      end
+    end
+  end)
+
   it("gradients flow through a buffer filled row by row", function()
     local w = tide.randn(3, 5)
     same_as_eager("row-by-row buffer", function(x, h0)
