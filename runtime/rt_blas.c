@@ -18,10 +18,15 @@
 ** BLAS as it is when it is row-major (cs == 1) or transposed row-major (rs == 1,
 ** passed with CblasTrans); only when neither fits is the operand copied.
 **
-** Threads: OpenBLAS keeps its own thread pool (its default, OPENBLAS_NUM_THREADS
-** or all cores); tide's pool is not used around BLAS calls, and batched products
-** run one after the other, each using OpenBLAS's threads. The integer loop uses
-** tide's pool over output rows.
+** Threads: OpenBLAS runs single-threaded and tide's pool splits the work: the
+** batch of products, and each product into blocks of rows or columns of C (the
+** larger side, in multiples of 16). Two pools on the same cores (OpenBLAS's
+** threads yield-spinning while tide's run the next kernel) cost a training step
+** ~15% in sched_yield; one pool also runs small batched products (attention's
+** heads) side by side instead of threading each tiny one. The split depends
+** only on the shapes and the thread count, and every element of C is the same
+** K-ordered dot product whatever block it falls in. The integer loop uses the
+** pool over output rows.
 */
 
 /* -- Meta -------------------------------------------------------------------------------- */
@@ -148,10 +153,10 @@ static int64_t mm_fold_ld(const MmGeom *g, int ta, int64_t lda)
   return ld >= (g->K > 1 ? g->K : 1) && ld <= INT_MAX && rows <= INT_MAX ? ld : -1;
 }
 
-/* One product C (M,N) = op(A) op(B), C contiguous. gemv for a single row or
+/* One product C (M,N) = op(A) op(B), C row-major with leading dim ldc. gemv for a single row or
 ** column, dot for 1x1; strides along K: A NoTrans 1, Trans lda; B NoTrans ldb, Trans 1. */
 static void mm_blas_one(int dt, int ta, int tb, int M, int N, int K, const void *A, int lda,
-                        const void *B, int ldb, void *C)
+                        const void *B, int ldb, void *C, int ldc)
 {
   int inca = ta == CblasNoTrans ? 1 : lda, incb = tb == CblasNoTrans ? ldb : 1;
   bool f = dt == TD_FLOAT32;
@@ -161,8 +166,8 @@ static void mm_blas_one(int dt, int ta, int tb, int M, int N, int K, const void 
   } else if (N == 1) {
     /* y (M) = op(A) x; A stored (M,K) or (K,M) */
     int r = ta == CblasNoTrans ? M : K, cc = ta == CblasNoTrans ? K : M;
-    if (f) cblas_sgemv(CblasRowMajor, ta, r, cc, 1.0f, A, lda, B, incb, 0.0f, C, 1);
-    else cblas_dgemv(CblasRowMajor, ta, r, cc, 1.0, A, lda, B, incb, 0.0, C, 1);
+    if (f) cblas_sgemv(CblasRowMajor, ta, r, cc, 1.0f, A, lda, B, incb, 0.0f, C, ldc);
+    else cblas_dgemv(CblasRowMajor, ta, r, cc, 1.0, A, lda, B, incb, 0.0, C, ldc);
   } else if (M == 1) {
     /* y (N) = op(B)^T a; B stored (K,N) (use Trans) or (N,K) (use NoTrans) */
     int t = tb == CblasNoTrans ? CblasTrans : CblasNoTrans;
@@ -170,25 +175,70 @@ static void mm_blas_one(int dt, int ta, int tb, int M, int N, int K, const void 
     if (f) cblas_sgemv(CblasRowMajor, t, r, cc, 1.0f, B, ldb, A, inca, 0.0f, C, 1);
     else cblas_dgemv(CblasRowMajor, t, r, cc, 1.0, B, ldb, A, inca, 0.0, C, 1);
   } else {
-    if (f) cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
-    else cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, C, N);
+    if (f) cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+    else cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, C, ldc);
+  }
+}
+
+/* The float path's work items: nbatch products, each cut into nsplit blocks of
+** rows (split_m) or columns of C. */
+typedef struct {
+  const MmGeom *g;
+  int ta, tb, dt, split_m;
+  int64_t lda, ldb, fld, nsplit, blk;
+} MmJob;
+
+static void mm_blas_items(void *ctx, int64_t begin, int64_t end)
+{
+  const MmJob *j = ctx; const MmGeom *g = j->g;
+  int64_t es = g->es;
+  for (int64_t it = begin; it < end; it++) {
+    int64_t bi = it / j->nsplit, s = it % j->nsplit;
+    int64_t M = j->fld > 0 ? g->nbatch * g->M : g->M, N = g->N;
+    const char *A = g->a.p, *B = g->b.p;
+    char *C = g->c + bi * g->M * g->N * es;
+    int64_t lda = j->fld > 0 ? j->fld : j->lda;
+    if (j->fld <= 0) { int64_t oa, ob; mm_batch_off(g, bi, &oa, &ob); A += oa * es; B += ob * es; }
+    int64_t b0 = s * j->blk, n = (j->split_m ? M : N) - b0;
+    if (n > j->blk) n = j->blk;
+    if (n <= 0) continue;
+    if (j->split_m) {          /* rows b0.. of C and of op(A) */
+      A += (j->ta == CblasNoTrans ? b0 * lda : b0) * es;
+      C += b0 * N * es;
+      M = n;
+    } else {                   /* columns b0.. of C and of op(B) */
+      B += (j->tb == CblasNoTrans ? b0 : b0 * j->ldb) * es;
+      C += b0 * es;
+    }
+    mm_blas_one(j->dt, j->ta, j->tb, (int)M, j->split_m ? (int)N : (int)n, (int)g->K, A, (int)lda, B, (int)j->ldb,
+                C, (int)N);
   }
 }
 
 static void mm_blas(const MmGeom *g, int ta, int64_t lda, int tb, int64_t ldb, int dt)
 {
-  int64_t es = g->es, fld = mm_fold_ld(g, ta, lda);
-  if (fld > 0) {
-    mm_blas_one(dt, CblasNoTrans, tb, (int)(g->nbatch * g->M), (int)g->N, (int)g->K, g->a.p, (int)fld,
-                g->b.p, (int)ldb, g->c);
-    return;
+  static int blas_single;
+  if (!__atomic_load_n(&blas_single, __ATOMIC_ACQUIRE)) {
+    openblas_set_num_threads(1);
+    __atomic_store_n(&blas_single, 1, __ATOMIC_RELEASE);
   }
-  for (int64_t bi = 0; bi < g->nbatch; bi++) {
-    int64_t oa, ob;
-    mm_batch_off(g, bi, &oa, &ob);
-    mm_blas_one(dt, ta, tb, (int)g->M, (int)g->N, (int)g->K, g->a.p + oa * es, (int)lda,
-                g->b.p + ob * es, (int)ldb, g->c + bi * g->M * g->N * es);
-  }
+  MmJob j = { .g = g, .ta = ta, .tb = tb, .dt = dt, .lda = lda, .ldb = ldb, .fld = mm_fold_ld(g, ta, lda) };
+  int64_t nb = j.fld > 0 ? 1 : g->nbatch, M = j.fld > 0 ? g->nbatch * g->M : g->M, N = g->N;
+  int nt = rt_num_threads();
+  /* split a product when the batch alone does not feed the threads and a block
+  ** keeps >= ~2 MFLOP (below that the split costs more than it saves) */
+  j.split_m = M >= N;
+  int64_t side = j.split_m ? M : N, want = nb >= nt ? 1 : (nt + nb - 1) / nb;
+  int64_t maxs = (2 * M * N * g->K) / (2 << 20);
+  if (want > maxs) want = maxs > 1 ? maxs : 1;
+  if (want > side / 16) want = side / 16 > 1 ? side / 16 : 1;
+  j.blk = (side + want - 1) / want;
+  if (want > 1) j.blk = (j.blk + 15) & ~(int64_t)15;
+  j.nsplit = (side + j.blk - 1) / j.blk;
+  int64_t items = nb * j.nsplit, flops = 2 * M * N * g->K * nb;
+  /* batches of tiny products: ~64 KFLOP per chunk at least */
+  int64_t grain = items > 1 ? 1 + (int64_t)(65536 * items / (flops + 1)) : 1;
+  rt_parallel_for(items, grain, mm_blas_items, &j);
 }
 
 /* -- Integer path --------------------------------------------------------------------------- */
