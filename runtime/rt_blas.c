@@ -20,13 +20,12 @@
 **
 ** Threads: OpenBLAS runs single-threaded and tide's pool splits the work: the
 ** batch of products, and each product into blocks of rows or columns of C (the
-** larger side, in multiples of 16). Two pools on the same cores (OpenBLAS's
-** threads yield-spinning while tide's run the next kernel) cost a training step
-** ~15% in sched_yield; one pool also runs small batched products (attention's
-** heads) side by side instead of threading each tiny one. The split depends
-** only on the shapes and the thread count, and every element of C is the same
-** K-ordered dot product whatever block it falls in. The integer loop uses the
-** pool over output rows.
+** larger side, in multiples of 16, a cut that depends on the shapes only, so
+** results do not depend on the thread count). Two pools on the same cores
+** (OpenBLAS's threads yield-spinning while tide's run the next kernel) cost a
+** training step ~15% in sched_yield; one pool also runs small batched products
+** (attention's heads) side by side instead of threading each tiny one. The
+** integer loop uses the pool over output rows.
 */
 
 /* -- Meta -------------------------------------------------------------------------------- */
@@ -224,11 +223,11 @@ static void mm_blas(const MmGeom *g, int ta, int64_t lda, int tb, int64_t ldb, i
   }
   MmJob j = { .g = g, .ta = ta, .tb = tb, .dt = dt, .lda = lda, .ldb = ldb, .fld = mm_fold_ld(g, ta, lda) };
   int64_t nb = j.fld > 0 ? 1 : g->nbatch, M = j.fld > 0 ? g->nbatch * g->M : g->M, N = g->N;
-  int nt = rt_num_threads();
-  /* split a product when the batch alone does not feed the threads and a block
-  ** keeps >= ~2 MFLOP (below that the split costs more than it saves) */
+  /* cut a product into up to 8 blocks when the batch has fewer than 8 products,
+  ** keeping >= ~2 MFLOP and 16 rows/columns per block. The cut depends on the
+  ** shapes only, never on the thread count, so results do not either. */
   j.split_m = M >= N;
-  int64_t side = j.split_m ? M : N, want = nb >= nt ? 1 : (nt + nb - 1) / nb;
+  int64_t side = j.split_m ? M : N, want = nb >= 8 ? 1 : (8 + nb - 1) / nb;
   int64_t maxs = (2 * M * N * g->K) / (2 << 20);
   if (want > maxs) want = maxs > 1 ? maxs : 1;
   if (want > side / 16) want = side / 16 > 1 ? side / 16 : 1;

@@ -193,6 +193,29 @@ describe("matmul against a naive reference", function()
     end
   end)
 
+  it("splits big products over the thread pool (row and column blocks, a 1-wide last block) with results independent of the thread count", function()
+    local nt = tide.get_num_threads()
+    for _, dt in ipairs { "float32", "float64" } do
+      for _, s in ipairs { { 20, 4096, 33 }, { 33, 4096, 20 }, { 1, 40000, 65 }, { 65, 40000, 1 } } do
+        local M, K, N = s[1], s[2], s[3]
+        local a, b = tide.randn(M, K, { dtype = dt }), tide.randn(K, N, { dtype = dt })
+        local at, bt = a:t():contiguous():t(), b:t():contiguous():t()
+        local want = ref_matmul(a, b)
+        local tol = tol_for(a, K)
+        local name = dt .. " " .. table.concat(s, "x")
+        tide.set_num_threads(2)
+        local got = { a:matmul(b), at:matmul(b), a:matmul(bt), at:matmul(bt) }
+        tide.set_num_threads(1)
+        local one = { a:matmul(b), at:matmul(b), a:matmul(bt), at:matmul(bt) }
+        tide.set_num_threads(nt)
+        for i = 1, 4 do
+          H.close(got[i], want, tol, name .. " layout " .. i)
+          assert.are.equal(0, (got[i] - one[i]):abs():max():item(), name .. " layout " .. i .. ": 2 threads vs 1")
+        end
+      end
+    end
+  end)
+
   it("copies operands that fit no BLAS layout (sliced, stepped, broadcast)", function()
     for _, dt in ipairs { "float32", "float64" } do
       local big = tide.randn(9, 14, { dtype = dt })
