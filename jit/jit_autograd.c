@@ -9,6 +9,7 @@
 ** (the output owns the node), so graphs are freed with their last tensor.
 */
 #include "jit_grad.h"
+#include "jit_ir.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,7 @@ static void node_free_saved(JitNode *n)
   for (int i = 0; i < n->nin; i++) { td_release(n->edge[i].saved); n->edge[i].saved = NULL; }
   td_release(n->saved_out); n->saved_out = NULL;
   td_release(n->aux); n->aux = NULL;
+  if (n->ext_free) { n->ext_free(n->ext); n->ext = NULL; n->ext_free = NULL; }
 }
 
 /* Iterative, so that releasing a long chain does not recurse deeply. */
@@ -68,6 +70,7 @@ static JitNode *node_new(RtCall *c, td_tensor *const *in, td_tensor *out)
   JitNode *n = calloc(1, sizeof *n + c->nin * sizeof(JitEdge));
   if (!n) return rt_errp(TD_ERR_NOMEM, "autograd: out of memory recording %s", rt_op_lname(c->op));
   n->refcount = 1; n->op = c->op; n->nin = c->nin; n->attrs = c->attrs; n->rule = rule;
+  if (jit_tracing) n->trace = jit_trace_active()->id;
   for (int i = 0; i < c->nin; i++) {
     td_tensor *x = in[i];
     JitEdge *e = &n->edge[i];
@@ -333,7 +336,17 @@ static td_tensor *fit_grad(td_tensor *g, const JitEdge *e, const char *rule)
 
 typedef struct {
   int nin; td_tensor *const *inputs; td_tensor **results;   /* capture mode (autograd.grad) */
+  int stop;                                                 /* captured nodes never run */
 } Capture;
+
+JitNode *jit_node_custom(const JitGradRule *rule, int nin)
+{
+  JitNode *n = calloc(1, sizeof *n + (size_t)nin * sizeof(JitEdge));
+  if (!n) return rt_errp(TD_ERR_NOMEM, "autograd: out of memory");
+  n->refcount = 1; n->nin = nin; n->rule = rule;
+  n->attrs.ndims = -1; n->attrs.dtype = -1;
+  return n;
+}
 
 static int capture_index(const Capture *cap, const td_tensor *leaf, const JitNode *node)
 {
@@ -434,7 +447,7 @@ static int mark_needed(const NodeVec *all, const Capture *cap)
       st.n--;
       if (x->needed != JIT_NEED_OPEN) continue;      /* finished through another consumer */
       int need = capture_index(cap, NULL, x) >= 0 ? JIT_NEED_CAPTURE : 0;
-      for (int i = 0; i < x->nin; i++) {
+      for (int i = 0; i < x->nin && !(need && cap->stop); i++) {
         const JitEdge *e = &x->edge[i];
         if ((e->leaf && capture_index(cap, e->leaf, NULL) >= 0) || (e->node && e->node->needed > 0)) need |= JIT_NEED_RUN;
       }
@@ -445,11 +458,10 @@ static int mark_needed(const NodeVec *all, const Capture *cap)
   return rc;
 }
 
-TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *grads,
-                       int nin, td_tensor *const *inputs, td_tensor **results,
-                       int retain_graph, int create_graph)
+static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, int nin, td_tensor *const *inputs,
+                  td_tensor **results, int retain_graph, int create_graph, int stop)
 {
-  Capture capture = { nin, inputs, results }, *cap = inputs ? &capture : NULL;
+  Capture capture = { nin, inputs, results, stop }, *cap = inputs ? &capture : NULL;
   if (cap) for (int j = 0; j < nin; j++) {
     results[j] = NULL;
     if (!(inputs[j]->flags & TD_TF_REQUIRES_GRAD))
@@ -525,4 +537,17 @@ TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *gr
   if (rc && cap) for (int j = 0; j < nin; j++) { td_release(results[j]); results[j] = NULL; }
   free(all.v); free(ready.v); free(stack.v);
   return rc;
+}
+
+TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *grads,
+                       int nin, td_tensor *const *inputs, td_tensor **results,
+                       int retain_graph, int create_graph)
+{
+  return engine(nout, outputs, grads, nin, inputs, results, retain_graph, create_graph, 0);
+}
+
+int jit_grad_capture(int nout, td_tensor *const *outputs, td_tensor *const *grads,
+                     int nin, td_tensor *const *inputs, td_tensor **results)
+{
+  return engine(nout, outputs, grads, nin, inputs, results, 1, 0, 1);
 }

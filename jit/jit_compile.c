@@ -27,6 +27,8 @@ typedef struct Variant {
   JitExec *exec;
   char *text;                /* graph + schedule + code, for explain */
   int64_t calls;
+  int32_t refs;              /* the compiled function, and autograd nodes (a backward variant) */
+  struct Variant *bwd;       /* AOT: the backward of a value returned with history */
 } Variant;
 
 struct td_compiled {
@@ -190,7 +192,8 @@ static int explain_miss(td_compiled *cf, const Variant *v, const JitTrace *t, in
 
 static void variant_free(Variant *v)
 {
-  if (!v) return;
+  if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+  variant_free(v->bwd);
   jit_exec_free(v->exec);
   if (v->plan) jit_plan_free(v->plan);
   free(v->fns); free(v->key); free(v->text);
@@ -224,13 +227,16 @@ static char *cat_text(char *a, const char *b)
   return r;
 }
 
-/* Build a variant from the current trace: passes, schedule, kernels. */
-static Variant *variant_build(td_compiled *cf, const JitTrace *t, char *key, size_t nkey, bool eager)
+/* Build a variant from a trace: passes, schedule, kernels. raw: the trace as
+** recorded (for later explain_miss), t unless t is a part of it. */
+static Variant *variant_build(td_compiled *cf, const JitTrace *t, const JitTrace *raw, char *key, size_t nkey,
+                              bool eager, const char *part)
 {
   Variant *v = calloc(1, sizeof *v);
   if (!v) { free(key); return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory"); }
+  v->refs = 1;
   v->key = key; v->nkey = nkey; v->hash = key_hash(key, nkey);
-  if (copy_trace(&v->t, t) || copy_trace(&v->raw, t)) goto fail;
+  if (copy_trace(&v->t, t) || copy_trace(&v->raw, raw)) goto fail;
   if (eager) {
     if (!(v->plan = jit_plan_eager(&v->t))) goto fail;
   } else {
@@ -240,7 +246,7 @@ static Variant *variant_build(td_compiled *cf, const JitTrace *t, char *key, siz
   int lf = log_flags();
   char *g = jit_trace_text(&v->t);
   char hdr[128];
-  snprintf(hdr, sizeof hdr, "== tide.compile %s: variant %d ==\n-- graph\n", cf->name, cf->nv + 1);
+  snprintf(hdr, sizeof hdr, "== tide.compile %s: variant %d%s ==\n-- graph\n", cf->name, cf->nv + 1, part);
   v->text = cat_text(v->text, hdr);
   if (g) { v->text = cat_text(v->text, g); if (lf & LOG_GRAPH) fprintf(stderr, "%s%s", hdr, g); free(g); }
   v->text = cat_text(v->text, "-- schedule\n");
@@ -263,6 +269,46 @@ static Variant *variant_build(td_compiled *cf, const JitTrace *t, char *key, siz
 fail:
   variant_free(v);
   return NULL;
+}
+
+/* An AOT variant: the forward variant (keyed by the joint trace j) carries the
+** backward variant; the text shows both. */
+static Variant *variant_build_aot(td_compiled *cf, const JitTrace *j, const JitAot *a, char *key, size_t nkey, bool eager)
+{
+  JitTrace f, b;
+  if (jit_aot_split(j, a, &f, &b)) { free(key); return NULL; }
+  Variant *v = variant_build(cf, &f, j, key, nkey, eager, " (forward; backward ahead of time)");
+  size_t nb = 0;
+  char *bkey = v ? trace_key(&b, &nb) : NULL;
+  if (v && (!bkey || !(v->bwd = variant_build(cf, &b, &b, bkey, nb, eager, " (backward)")))) { variant_free(v); v = NULL; }
+  if (v && v->bwd->text) v->text = cat_text(v->text, v->bwd->text);
+  jit_trace_clear(&f); jit_trace_clear(&b);
+  return v;
+}
+
+/* The backward of an AOT variant, run by the autograd node of the returned value. */
+static int aot_run(void *ctx, const JitTrace *b, td_tensor **outs) { return jit_exec_run(((Variant *)ctx)->exec, b, outs); }
+static void aot_release(void *ctx) { variant_free(ctx); }
+
+/* Run an AOT variant: the forward, then the node on output yk with this call's backward trace. */
+static int aot_exec(Variant *v, const JitTrace *j, const JitAot *a, td_tensor **res, int yk)
+{
+  JitTrace f, b;
+  int rc = jit_aot_split(j, a, &f, &b);
+  if (rc) return rc;
+  td_tensor **fo = calloc((size_t)f.nouts + 1, sizeof *fo);
+  if (!fo) rc = rt_err(TD_ERR_NOMEM, "tide.compile: out of memory");
+  else rc = jit_exec_run(v->exec, &f, fo);
+  if (!rc) {
+    for (int k = 0; k < a->nfo; k++) { res[k] = fo[k]; fo[k] = NULL; }
+    for (int s = a->nfo; s < f.nouts; s++) { b.inputs[j->ninputs + s - a->nfo] = fo[s]; fo[s] = NULL; }
+    __atomic_add_fetch(&v->bwd->refs, 1, __ATOMIC_RELAXED);
+    rc = jit_aot_attach(res[yk], a, &b, aot_run, v->bwd, aot_release);
+  }
+  for (int k = 0; fo && k < f.nouts; k++) td_release(fo[k]);
+  free(fo);
+  jit_trace_clear(&f); jit_trace_clear(&b);
+  return rc;
 }
 
 /* -- The API --------------------------------------------------------------------------------- */
@@ -326,8 +372,9 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
 {
   JitRec *r = cf->rec;
   if (!r) return rt_err(TD_ERR_STATE, "tide.compile: %s: no call is being traced", cf->name);
-  jit_rec_stop(r);
   JitTrace *t = &r->t;
+  JitAot aot = { 0 };
+  int yk = -1;                     /* AOT: the output whose backward is compiled ahead of time */
   int nargs = cf->nargs;
   int rc = 0, nres = 0;
   char *key = NULL; size_t nkey = 0;
@@ -335,29 +382,35 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
   /* outputs: returned traced tensors, then the .grad of leaves set during the trace */
   int *outk = calloc((size_t)nout + (size_t)r->ngrads + 1, sizeof *outk);
   if (!outk) { rc = rt_err(TD_ERR_NOMEM, "tide.compile: out of memory"); goto done; }
-  bool grad_hist = false;
+  int nhist = 0;
   for (int k = 0; k < nout; k++) {
     results[k] = NULL; outk[k] = -1;
     if (!jit_is_traced(outs[k])) continue;
-    if (outs[k]->rt_grad_fn) grad_hist = true;
+    if (outs[k]->rt_grad_fn) { nhist++; yk = k; }
     if ((outk[k] = jit_rec_output(r, outs[k])) < 0) { rc = TD_ERR_STATE; goto done; }
   }
   for (int g = 0; g < r->ngrads; g++) {
     td_tensor *gr = r->grads[g]->rt_grad;
     outk[nout + g] = gr && jit_is_traced(gr) ? jit_rec_output(r, gr) : -1;
   }
-  if (grad_hist && !r->backward_ran && td_grad_enabled() && mode == TD_COMPILE_RUN) {
-    /* outputs need autograd history: AOT backward of returned values is not built yet */
+  if (!nhist || r->backward_ran || !td_grad_enabled()) yk = -1;
+  /* a returned value with history: its backward is recorded now and compiled ahead of time */
+  const char *no_aot = nhist > 1 && yk >= 0 ? "more than one returned tensor requires grad" : NULL;
+  if (yk >= 0 && !no_aot && jit_aot_record(r, outs[yk], &aot)) no_aot = td_last_error();
+  jit_rec_stop(r);
+  if ((rc = jit_rec_effects(r))) goto done;
+  if (yk >= 0 && !no_aot && t->neffects) no_aot = "it also writes in place into tensors it was given or reaches";
+  if (no_aot && mode == TD_COMPILE_RUN) {
     if (!cf->eager_grad)
-      fprintf(stderr, "tide.compile: %s returns tensors that require grad without calling backward() inside; "
-              "their backward is not compiled, so %s runs eagerly while grad mode is on (call backward() inside "
-              "the compiled function, or call it under tide.no_grad)\n", cf->name, cf->name);
+      fprintf(stderr, "tide.compile: %s returns tensors that require grad, and their backward cannot be compiled "
+              "ahead of time (%s), so %s runs eagerly while grad mode is on (call backward() inside the compiled "
+              "function, or call it under tide.no_grad)\n", cf->name, no_aot, cf->name);
     cf->eager_grad = 1;
     td_rng_set_state(cf->rng_seed, cf->rng_off);
     rc = TD_COMPILE_RERUN_EAGER;
     goto done;
   }
-  if ((rc = jit_rec_effects(r))) goto done;
+  if (no_aot) yk = -1;
   mark_dyn(cf, t);
   if (!(key = trace_key(t, &nkey))) { rc = TD_ERR_NOMEM; goto done; }
   v = find_variant(cf, key, nkey);
@@ -380,13 +433,15 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
     fprintf(stderr, "tide.compile: compiling %s\n", cf->name);
   if (!v) {
     bool interp = cf->nv >= JIT_MAX_VARIANTS;
-    Variant *nv = variant_build(cf, t, key, nkey, interp);
+    Variant *nv = yk >= 0 ? variant_build_aot(cf, t, &aot, key, nkey, interp) : variant_build(cf, t, t, key, nkey, interp, "");
     key = NULL;
     if (!nv) {
       if (!(cf->flags & TD_COMPILE_FALLBACK_EAGER)) { rc = TD_ERR_STATE; goto done; }
       fprintf(stderr, "tide.compile: %s: %s; running the trace eagerly\n", cf->name, td_last_error());
       char *k2 = trace_key(t, &nkey);
-      if (!k2 || !(nv = variant_build(cf, t, k2, nkey, true))) { rc = TD_ERR_STATE; goto done; }
+      if (!k2) { rc = TD_ERR_STATE; goto done; }
+      nv = yk >= 0 ? variant_build_aot(cf, t, &aot, k2, nkey, true) : variant_build(cf, t, t, k2, nkey, true, "");
+      if (!nv) { rc = TD_ERR_STATE; goto done; }
       interp = true;
     }
     if (interp) tmp = nv; else cf->v[cf->nv++] = nv;
@@ -399,7 +454,7 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
   }
   td_tensor **res = calloc((size_t)t->nouts + 1, sizeof *res);
   if (!res) { rc = rt_err(TD_ERR_NOMEM, "tide.compile: out of memory"); goto done; }
-  if ((rc = jit_exec_run(v->exec, t, res)) == 0) {
+  if ((rc = yk >= 0 ? aot_exec(v, t, &aot, res, outk[yk]) : jit_exec_run(v->exec, t, res)) == 0) {
     v->calls++;
     for (int k = 0; k < nout; k++) {
       if (outk[k] >= 0) { results[k] = res[outk[k]]; res[outk[k]] = NULL; nres++; }
@@ -425,6 +480,7 @@ done:
     if (leaf->rt_grad && jit_is_traced(leaf->rt_grad) && rc != TD_COMPILE_RERUN_EAGER) { td_release(leaf->rt_grad); leaf->rt_grad = NULL; }
   }
   variant_free(tmp);
+  jit_aot_clear(&aot);
   free(key); free(outk);
   jit_rec_free(r); cf->rec = NULL;
   return rc;

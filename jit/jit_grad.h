@@ -30,6 +30,9 @@ typedef struct RtNode {
   td_tensor *saved_out;          /* alias of the output without history, if read */
   uint64_t out_version;
   td_tensor *aux;                /* second result of the op (max/min indices) */
+  uint32_t trace;                /* id of the trace that recorded it (0: eager) */
+  void *ext;                     /* a compiled backward's state (jit_aot.c), freed with the saved values */
+  void (*ext_free)(void *ext);
   int32_t out_ndim, out_dtype;
   int64_t out_size[TD_MAX_DIMS];
   /* engine scratch for one backward pass */
@@ -40,11 +43,15 @@ typedef struct RtNode {
   JitEdge edge[];
 } JitNode;
 
+/* Edges of one node: an op's inputs (RT_MAX_IN), or a compiled function's
+** boundary (the parameters and arguments its backward reaches). */
+#define JIT_MAX_EDGES 256
+
 /* Context of one rule invocation: the node, the incoming gradient, the results. */
 typedef struct JitCtx {
   JitNode *n;
   td_tensor *g;                  /* d loss / d output */
-  td_tensor *gin[RT_MAX_IN];     /* results: d loss / d input i (NULL = none) */
+  td_tensor *gin[JIT_MAX_EDGES]; /* results: d loss / d input i (NULL = none) */
   td_tensor *tmp[64];            /* temporaries released after the rule */
   int ntmp;
 } JitCtx;
@@ -58,6 +65,14 @@ typedef struct JitGradRule {
   int (*fn)(JitCtx *k);
   uint32_t save;                 /* bit i: input i's value; JIT_SAVE_OUT/AUX */
 } JitGradRule;
+
+/* autograd.grad that stops at the captured inputs: gradients of `inputs` (leaf
+** tensors, or tensors whose grad_fn is a node outside the graph being walked)
+** without running any node behind them (tide.compile's AOT backward). */
+int jit_grad_capture(int nout, td_tensor *const *outputs, td_tensor *const *grads,
+                     int nin, td_tensor *const *inputs, td_tensor **results);
+/* A node with a custom rule and no op (its edges are set by the caller). */
+JitNode *jit_node_custom(const JitGradRule *rule, int nin);
 
 td_tensor *jit_saved_in(JitCtx *k, int i);   /* NULL + error if modified in place */
 td_tensor *jit_saved_out(JitCtx *k);

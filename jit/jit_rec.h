@@ -26,6 +26,30 @@ int jit_rec_output(JitRec *r, td_tensor *x);   /* appends an output view; its in
 int jit_rec_effects(JitRec *r);                /* in-place writes to real storages -> effects */
 void jit_trace_clear(JitTrace *t);
 
+/* -- Backward ahead of time (jit_aot.c) -------------------------------------------------- */
+
+typedef struct JitAot {
+  int F;                         /* forward records [0, F) of the joint trace; backward [F, N) */
+  int nfo;                       /* the forward's own outputs: joint outs [0, nfo) */
+  int gslot;                     /* INPUT slot of the placeholder gradient */
+  int ntargets;                  /* the boundary: leaves, or headers carrying an outside node */
+  td_tensor **targets;           /* (retained) */
+  int *tout;                     /* per target: index of its gradient in the joint outs, or -1 */
+} JitAot;
+
+/* While tracing: replay the backward of traced output y (the only output with
+** history) into the trace, up to the boundary. */
+int jit_aot_record(JitRec *r, td_tensor *y, JitAot *a);
+void jit_aot_clear(JitAot *a);
+/* Split the joint trace: f = forward (its outputs, then the saved values),
+** b = backward (inputs: the joint trace's slots, then the saved values; the
+** saved slots are left NULL for the caller; outputs: the targets' gradients). */
+int jit_aot_split(const JitTrace *j, const JitAot *a, JitTrace *f, JitTrace *b);
+/* Give y an autograd node that runs run(ctx, b, outs) on backward; takes b and
+** the reference ctx (released by ctx_release when the node's values are freed). */
+typedef int (*JitAotRun)(void *ctx, const JitTrace *b, td_tensor **outs);
+int jit_aot_attach(td_tensor *y, const JitAot *a, JitTrace *b, JitAotRun run, void *ctx, void (*ctx_release)(void *));
+
 /* -- Trace text (jit_dump.c) ----------------------------------------------------------- */
 
 char *jit_trace_text(const JitTrace *t);       /* TIDE_LOG=graph listing, malloc'd */
