@@ -60,6 +60,7 @@ typedef struct RtStorage {
   void *ptr;                     /* 64-byte aligned; NULL for a traced storage */
   int32_t jit_ref;               /* traced: the root record holding the current value */
   uint32_t jit_trace;            /* traced: id of the trace it belongs to (0 = real) */
+  struct td_mapping *map;        /* data inside a mapped file (tide.load), or NULL */
 } RtStorage;
 
 RtStorage *rt_storage_new(size_t nbytes);      /* NULL + error on failure */

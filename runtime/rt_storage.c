@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* -- Live-bytes accounting ------------------------------------------------------- */
 
@@ -131,7 +135,7 @@ RtStorage *rt_storage_new(size_t nbytes)
     s->inline_data = 0;
   }
   s->refcount = 1; s->device_type = TD_CPU; s->version = 0; s->nbytes = nbytes; s->ptr = p;
-  s->jit_ref = 0; s->jit_trace = 0;
+  s->jit_ref = 0; s->jit_trace = 0; s->map = NULL;
   rt_live_add((int64_t)nbytes);
   return s;
 }
@@ -142,7 +146,61 @@ void rt_storage_release(RtStorage *s)
 {
   if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   rt_live_add(-(int64_t)s->nbytes);
+  if (s->map) { td_mapping_release(s->map); free(s); return; }
   if (s->inline_data) { rt_small_put(s); return; }
   rt_free(s->ptr, s->nbytes);
   free(s);
+}
+
+/* -- File mappings -------------------------------------------------------------------------
+** tide.load maps a safetensors file once (private, copy-on-write: writes into a
+** loaded tensor never reach the file) and makes each tensor a storage inside the
+** mapping; the mapping is unmapped when its last tensor dies. A file replaced
+** by an atomic save (rename) keeps the old mapping valid. */
+
+struct td_mapping { int32_t refcount; int32_t pad; void *base; size_t len; };
+
+TD_API td_mapping *td_map_fd(int fd, int64_t *size)
+{
+  struct stat st;
+  if (fstat(fd, &st)) return rt_errp(TD_ERR_IO, "map: fstat failed: %s", strerror(errno));
+  if (st.st_size <= 0) return rt_errp(TD_ERR_IO, "map: the file is empty");
+  void *base = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  if (base == MAP_FAILED) return rt_errp(TD_ERR_IO, "map: mmap failed: %s", strerror(errno));
+  td_mapping *m = malloc(sizeof *m);
+  if (!m) { munmap(base, (size_t)st.st_size); return rt_errp(TD_ERR_NOMEM, "map: out of memory"); }
+  m->refcount = 1; m->base = base; m->len = (size_t)st.st_size;
+  if (size) *size = (int64_t)st.st_size;
+  return m;
+}
+
+TD_API void td_mapping_release(td_mapping *m)
+{
+  if (!m || __atomic_sub_fetch(&m->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  munmap(m->base, m->len);
+  free(m);
+}
+
+TD_API const void *td_mapping_data(const td_mapping *m) { return m->base; }
+
+TD_API td_tensor *td_from_mapping(td_mapping *m, int64_t offset, int ndim, const int64_t *size, int dtype)
+{
+  if (dtype < 0 || dtype >= TD_DTYPE__MAX) return rt_errp(TD_ERR_DTYPE, "map: bad dtype %d", dtype);
+  if (ndim < 0 || ndim > TD_MAX_DIMS) return rt_errp(TD_ERR_SHAPE, "map: bad ndim %d", ndim);
+  int64_t n = rt_numel(ndim, size), es = rt_dtype_size(dtype);
+  if (offset < 0 || offset % es || n < 0 || (size_t)offset + (size_t)(n * es) > m->len)
+    return rt_errp(TD_ERR_ARG, "map: %lld elements of %s at offset %lld are outside the %zu-byte mapping or not aligned",
+                   (long long)n, td_dtype_name(dtype), (long long)offset, m->len);
+  RtStorage *s = calloc(1, sizeof *s);
+  td_tensor *t = s ? rt_tensor_alloc() : NULL;
+  if (!t) { free(s); return rt_errp(TD_ERR_NOMEM, "map: out of memory"); }
+  s->refcount = 1; s->device_type = TD_CPU; s->nbytes = (size_t)(n * es);
+  s->ptr = (char *)m->base + offset; s->map = m;
+  __atomic_add_fetch(&m->refcount, 1, __ATOMIC_RELAXED);
+  rt_live_add((int64_t)s->nbytes);
+  t->ndim = ndim; t->scalar_type = dtype; t->device_type = TD_CPU;
+  if (ndim) memcpy(t->sizes, size, (size_t)ndim * sizeof *size);
+  rt_tensor_contig_strides(ndim, size, t->strides);
+  t->nelem = n; t->rt_storage = s; t->ptr = s->ptr;
+  return t;
 }

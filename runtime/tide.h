@@ -114,6 +114,13 @@ TD_API td_tensor *td_empty(int ndim, const int64_t *size, int dtype);
 TD_API td_tensor *td_full(int ndim, const int64_t *size, double value, int dtype);
 TD_API td_tensor *td_from_buffer(int ndim, const int64_t *size, int dtype, const void *src);
 TD_API td_tensor *td_from_doubles(int ndim, const int64_t *size, int dtype, const double *src);
+/* Files mapped into memory (private, copy-on-write); tensors made from a
+** mapping share its pages and keep it alive (tide.load). */
+typedef struct td_mapping td_mapping;
+TD_API td_mapping *td_map_fd(int fd, int64_t *size);     /* the whole file; fd stays open */
+TD_API const void *td_mapping_data(const td_mapping *m);
+TD_API td_tensor *td_from_mapping(td_mapping *m, int64_t offset, int ndim, const int64_t *size, int dtype);
+TD_API void td_mapping_release(td_mapping *m);
 TD_API td_tensor *td_scalar(double value, int dtype);      /* 0-dim tensor */
 TD_API td_tensor *td_wrap_number(double value);           /* 0-dim, promotes like a scalar */
 TD_API td_tensor *td_arange(double start, double stop, double step, int dtype);

@@ -25,8 +25,13 @@ Design note.
   section fully indexed as the format requires) before a tensor is made.
 * JSON: a small strict codec here (RFC 8259 grammar, UTF-8 checked, duplicate
   keys rejected, depth <= 128) instead of depending on lua-cjson.
-* Tensors are read with pread into freshly allocated storage; mapping the file
-  (mmap) instead of copying is a later optimization.
+* Tensors share the pages of the file: load maps it once (private,
+  copy-on-write, so writing into a loaded tensor never changes the file; a
+  file replaced by an atomic save keeps the old mapping valid) and each tensor
+  whose data offset is aligned to its element size is a storage inside the
+  mapping, which is unmapped when the last such tensor dies. Unaligned entries,
+  bool entries with bytes other than 0/1, and {mmap = false} read with pread
+  into fresh storage instead.
 * Linux (x86-64) only for now: open flags are Linux's values; little-endian host.
 --]]
 local core = require "tide.core"
@@ -440,7 +445,9 @@ end
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and v >= 0 and v <= MAX_INT end
 
-function M.load(path)
+function M.load(path, opts)
+  if opts ~= nil and type(opts) ~= "table" then tensor.argerr(2, "load", "table of options", opts) end
+  local use_map = not (opts and opts.mmap == false)
   local f = open_read("load", path)
   local function fail(msg)
     if f.fd >= 0 then C.close(f.fd); f.fd = -1 end
@@ -529,7 +536,23 @@ function M.load(path)
     if tree == nil then fail("bad JSON in the tree: " .. terr) end
   end
   local tensors = {}
-  for _, e in ipairs(list) do tensors[e.name] = read_tensor(f, "load", e.shape, e.id, e.e - e.b, 8 + n + e.b) end
+  local map = use_map and #list > 0 and C.td_map_fd(f.fd, nil) or nil
+  -- map == nil: not mappable (a pipe, /proc): read instead
+  local mapped = map ~= nil and ffi.cast("const uint8_t *", C.td_mapping_data(map))
+  for _, e in ipairs(list) do
+    local off, nb = 8 + n + e.b, e.e - e.b
+    local ok = mapped and off % C.td_dtype_size(e.id) == 0 and 8 + n + e.e <= f.size
+    if ok and e.id == 0 then for i = off, off + nb - 1 do if mapped[i] > 1 then ok = false; break end end end
+    if ok then
+      for i = 1, #e.shape do i64[i - 1] = e.shape[i] end
+      local p = C.td_from_mapping(map, off, #e.shape, i64, e.id)
+      if p == nil then C.td_mapping_release(map); fail(core.last_error()) end
+      tensors[e.name] = wrap(p)
+    else
+      tensors[e.name] = read_tensor(f, "load", e.shape, e.id, nb, off)
+    end
+  end
+  if map ~= nil then C.td_mapping_release(map) end
   local result = tensors
   if tree ~= nil then result = decode_tree(tree, tensors, fail) end
   C.close(f.fd); f.fd = -1

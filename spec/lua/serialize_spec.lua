@@ -106,6 +106,52 @@ describe("safetensors", function()
     same(tide.load(P("h2.safetensors")).w, r.w)
   end)
 
+  local function maps(path)
+    local f = io.open("/proc/self/maps", "r"); local s = f:read("*a"); f:close()
+    return s:find(path, 1, true) ~= nil
+  end
+
+  it("maps the file instead of copying: copy-on-write, alive until the last tensor dies", function()
+    local x = { a = tide.randn(300, 200), b = tide.randn(7, { dtype = tide.float64 }) }
+    tide.save(x, P("m.safetensors"))
+    collectgarbage(); collectgarbage()
+    assert.is_false(maps(P("m.safetensors")))
+    local y = tide.load(P("m.safetensors"))
+    assert.is_true(maps(P("m.safetensors")), "the file is mapped")
+    same(y.a, x.a); same(y.b, x.b)
+    -- writes into a loaded tensor stay in memory
+    y.a:mul_(2)
+    same(y.a, x.a * 2)
+    same(tide.load(P("m.safetensors"), { mmap = false }).a, x.a)
+    -- replacing the file (atomic save) keeps the loaded tensors valid
+    tide.save({ a = tide.zeros(2) }, P("m.safetensors"))
+    same(y.b, x.b)
+    same(tide.load(P("m.safetensors")).a, tide.zeros(2))
+    local b = y.b
+    y = nil
+    collectgarbage(); collectgarbage()
+    same(b, x.b)                 -- one tensor keeps the old mapping alive
+    b = nil
+    collectgarbage(); collectgarbage()
+    assert.is_false(maps(P("m.safetensors")), "unmapped after the last tensor died")
+    -- {mmap = false} reads into fresh storage
+    local z = tide.load(P("m.safetensors"), { mmap = false })
+    assert.is_false(maps(P("m.safetensors")))
+    same(z.a, tide.zeros(2))
+    H.raises(function() tide.load(P("m.safetensors"), "yes") end, "load")
+  end)
+
+  it("reads entries whose offsets are not aligned to their element size by copying", function()
+    -- a 3-byte U8 entry first puts the F32 entry at data offset 3
+    local header = '{"u":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},'
+      .. '"w":{"dtype":"F32","shape":[2],"data_offsets":[3,11]}}'
+    header = header .. string.rep(" ", (8 - #header % 8) % 8)
+    write(P("u.safetensors"), u64(#header) .. header .. "\7\8\9" .. f32s(1.5, -2))
+    local r = tide.load(P("u.safetensors"))
+    same(r.u, tide.tensor({ 7, 8, 9 }, { dtype = tide.uint8 }))
+    same(r.w, tide.tensor({ 1.5, -2 }, { dtype = tide.float32 }))
+  end)
+
   it("writes bytes per the format (header, offsets, little-endian data)", function()
     tide.save({ x = tide.tensor({ 1, 2 }, { dtype = tide.float32 }) }, P("f.safetensors"))
     local s = read(P("f.safetensors"))
