@@ -22,6 +22,24 @@
 ** An element-level instruction may read row values defined before its pass and
 ** element values of its own pass. A RED instruction (element level) folds its
 ** operand over the pass; its value is readable at row level after the pass.
+**
+** Column mode (cred > 0): reductions over outer dims, one pass. Rows are
+** (outer index, tile of ctile columns) pairs; the element index i runs over
+** the tile's columns, n(r) = min(ctile, inner - tile*ctile); a reduction loop
+** over t adds t*rstride to every access. The loop is cut into nblk =
+** ceil(cred / cblk) blocks, and cg_kernel_run runs two phases:
+**
+**   phase 1, r in [0, rows*nblk): unit (row r / nblk, block b = r % nblk)
+**     for t in [b*cblk, min(cred, (b+1)*cblk)):   values that depend on t
+**       for i in [0, n):  part_RED[r][i] (+)= x(t, i)
+**   phase 2, r in [rows*nblk, rows*nblk + rows): row q = r - rows*nblk
+**     part_RED[q*nblk][i] (+)= part_RED[q*nblk + b][i], b = 1, 2, ... in order
+**     for i in [0, n):    the element values that read REDs (per column)
+**
+** A RED's partials live in scratch buffer `acc` (one of the last nscratch
+** buffers, rows*nblk slots of ctile elements, provided by cg_kernel_run); its
+** value is an element value of the pass. An instruction that depends on t
+** (through an access with rstride != 0) must not read a RED.
 */
 #ifndef CG_H
 #define CG_H
@@ -46,6 +64,7 @@ typedef struct CgAccess {
   int64_t offset;
   int64_t ostride[TD_MAX_DIMS];
   int64_t istride;
+  int64_t rstride;                   /* column mode: per reduction step t */
 } CgAccess;
 
 typedef struct CgIns {
@@ -55,12 +74,14 @@ typedef struct CgIns {
   int8_t level;                      /* 0 row, 1 element */
   int16_t pass;                      /* element level: the pass it belongs to */
   int32_t a, b, c;                   /* operands (-1 = none) */
-  int32_t acc;                       /* LOAD/STORE: access; ARG: arg index */
+  int32_t acc;                       /* LOAD/STORE: access; ARG: arg index; RED (column mode): scratch buffer */
   int32_t flags;                     /* ALU: attrs.flags of the op (gelu form, clamp sides) */
   double f[2];                       /* CONST: f[0]; ALU: attrs.s (clamp lo/hi, ...) */
 } CgIns;
 
 #define CG_MAX_BUFS 64
+#define CG_MAX_SCRATCH 8                /* column mode: REDs per kernel */
+#define CG_MAX_CTILE 1024               /* column mode: columns per tile */
 
 typedef struct CgKernel {
   char name[64];                     /* k_<hint>_<hash>, set by cg_kernel_finish */
@@ -71,6 +92,8 @@ typedef struct CgKernel {
   int64_t osize[TD_MAX_DIMS];
   int64_t inner;                     /* elements per row (1 when no pass) */
   int64_t flat;                      /* > 0: flat mode over this many elements */
+  int64_t cred, ctile, cblk;         /* column mode (cred > 0): reduction steps, columns per tile, steps per block */
+  int32_t nscratch;                  /* column mode: the last nscratch buffers are scratch */
   int32_t nargs;                     /* run-time scalar args (double) */
   int32_t nacc, nins;
   CgAccess *acc;                     /* malloc'd, owned by the kernel */
@@ -80,7 +103,7 @@ typedef struct CgKernel {
 /* The compiled entry point. bufs[k] points at element 0 of buffer k. */
 typedef void (*CgKernelFn)(int64_t r0, int64_t r1, char **bufs, const double *args);
 
-/* Number of rows. */
+/* Number of rows (column mode: outer index x tile pairs). */
 int64_t cg_kernel_rows(const CgKernel *k);
 /* Hash the kernel IR and name it k_<hint>_<16 hex>. */
 void cg_kernel_finish(CgKernel *k, const char *hint);
@@ -98,7 +121,8 @@ char *cg_kernel_c_source(const CgKernel *k);
 typedef struct CgStats { int64_t compiles, disk_loads, mem_hits, kernels_compiled; double compile_ms; } CgStats;
 void cg_stats(CgStats *s);
 
-/* Run kernel fn over all rows on the thread pool. */
-void cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args);
+/* Run kernel fn over all rows on the thread pool (column mode: both phases,
+** with the scratch buffers). Returns 0 or TD_ERR_NOMEM. */
+int cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args);
 
 #endif

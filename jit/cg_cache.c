@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CG_FORMAT_VERSION 1
+#define CG_FORMAT_VERSION 2   /* bump when the code printed for the same kernel IR changes */
 #define CG_MAX_SO (256 << 20)
 
 static pthread_mutex_t cg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -280,17 +280,41 @@ void cg_stats(CgStats *s)
 
 /* -- Run ---------------------------------------------------------------------------------- */
 
-typedef struct { CgKernelFn fn; char **bufs; const double *args; } CgRun;
+typedef struct { CgKernelFn fn; char **bufs; const double *args; int64_t off; } CgRun;
 
 static void run_rows(void *ctx, int64_t r0, int64_t r1)
 {
   const CgRun *r = ctx;
-  r->fn(r0, r1, r->bufs, r->args);
+  r->fn(r->off + r0, r->off + r1, r->bufs, r->args);
 }
 
-void cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args)
+/* column mode: the partials of every unit, grown on demand, kept per calling thread */
+static _Thread_local char *run_part;
+static _Thread_local size_t run_npart;
+
+int cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args)
 {
   int64_t rows = cg_kernel_rows(k), inner = k->inner > 0 ? k->inner : 1;
-  CgRun r = { fn, bufs, args };
-  rt_parallel_for(rows, (16384 + inner - 1) / inner, run_rows, &r);
+  CgRun r = { fn, bufs, args, 0 };
+  if (k->cred <= 0) {
+    rt_parallel_for(rows, (16384 + inner - 1) / inner, run_rows, &r);
+    return 0;
+  }
+  /* phase 1 folds (row, block) units into partials, phase 2 combines each row's */
+  int64_t nblk = (k->cred + k->cblk - 1) / k->cblk, n1 = rows * nblk, slot = k->ctile * 8;
+  int ns = k->nscratch, nb = k->nbuf - ns;
+  size_t need = (size_t)(n1 * slot * ns);
+  if (need > run_npart) {
+    char *p = realloc(run_part, need);
+    if (!p) return rt_err(TD_ERR_NOMEM, "%s: out of memory for %lld partial results", k->name, (long long)n1);
+    run_part = p; run_npart = need;
+  }
+  char *b[CG_MAX_BUFS];
+  memcpy(b, bufs, sizeof *b * (size_t)nb);
+  for (int i = 0; i < ns; i++) b[nb + i] = run_part + (size_t)(i * n1 * slot);
+  r.bufs = b;
+  rt_parallel_for(n1, (16384 + k->ctile * k->cblk - 1) / (k->ctile * k->cblk), run_rows, &r);
+  r.off = n1;
+  rt_parallel_for(rows, (16384 + k->ctile * nblk - 1) / (k->ctile * nblk), run_rows, &r);
+  return 0;
 }

@@ -225,7 +225,7 @@ int jit_exec_run(JitExec *x, const JitTrace *cur, td_tensor **outs)
     if (st->kind == JIT_STEP_EAGER) { rc = exec_eager(x, cur, st->ref); continue; }
     for (int k = 0; k < st->nbuf; k++) bufs[k] = x->ptr[st->bufs[k]];
     for (int k = 0; k < st->nargs; k++) args[k] = cur->ins[st->args[k]].value;
-    cg_kernel_run(p->kernels[st->kernel], x->fns[st->kernel], bufs, args);
+    rc = cg_kernel_run(p->kernels[st->kernel], x->fns[st->kernel], bufs, args);
   }
   /* effects: the newest version of each written input goes back into its storage */
   for (int e = 0; e < t->neffects && !rc; e++) {

@@ -29,10 +29,11 @@
 #define LW_NV (2 * TD_MAX_DIMS)
 #define LW_MAXINS 4000
 #define LW_FLAT_INNER 4096
+#define LW_ROWCACHE (1 << 16)       /* softmax rows up to this many bytes keep e in the output */
 
 typedef struct LMap { int32_t nd, pad; int64_t base[TD_MAX_DIMS]; int64_t coef[TD_MAX_DIMS][LW_NV]; } LMap;
 typedef struct LAddr { int64_t off; int64_t coef[LW_NV]; } LAddr;
-typedef struct LIns { CgIns c; int32_t seg, after; } LIns;   /* seg -1: row value */
+typedef struct LIns { CgIns c; int32_t seg, after, td, red; } LIns;   /* seg -1: row value; td, red: column mode */
 typedef struct LMemo { JitRef ref; int32_t seg, val, pad; LMap map; } LMemo;
 typedef struct LAcc { JitRef root; int32_t pad; LAddr a; } LAcc;
 
@@ -50,6 +51,10 @@ typedef struct Lower {
   JitLowered *out;
   int icapl;
   int failed;
+  int col, ncv; JitRef redref;      /* column mode (jit_lower_col.h): C dims end at ncv; the RED's record */
+  bool nocol, colretry;             /*   off (a retry); failed, retry in row mode */
+  JitRef root; int rseg;            /* the root being lowered, the segment of the stores */
+  LMap rmap; LAddr raddr;           /*   its map and store address */
 } Lower;
 
 #define LW_FAIL(L, ref, act) (lower_fail((L), (ref), (act)))
@@ -87,6 +92,13 @@ static bool lower_inner_free(const Lower *L, const int64_t *coef)
   return true;
 }
 
+/* column mode: does an address (or map row) with these coefficients stay put along R? */
+static bool lower_col_free(const Lower *L, const int64_t *coef)
+{
+  for (int k = L->ncv; k < L->nv; k++) if (coef[k] && L->vs[k] > 1) return false;
+  return true;
+}
+
 static bool lower_map_row(const Lower *L, const LMap *m)
 {
   for (int d = 0; d < m->nd; d++) if (!lower_inner_free(L, m->coef[d])) return false;
@@ -99,7 +111,7 @@ static int lower_after(const Lower *L, int v)
   if (v < 0) return 0;
   const LIns *x = &L->ins[v];
   if (x->seg < 0) return x->after;
-  return x->c.kind == CG_RED ? L->segno[x->seg] + 1 : -1;
+  return x->c.kind == CG_RED && !L->col ? L->segno[x->seg] + 1 : -1;   /* column mode: per column */
 }
 
 /* Append (or find, CSE) an instruction. Operands a, b, c: -1 = none. Its
@@ -115,6 +127,13 @@ static int lower_emit(Lower *L, CgIns ci, int elem)
     if (a < 0) elem = 1; else if (a > after) after = a;
   }
   if (ci.kind == CG_RED) elem = 1;
+  int td = 0, red = 0;              /* column mode: depends on t; reads the value of RED (record red - 1) */
+  if (L->col) {
+    if ((ci.kind == CG_LOAD || ci.kind == CG_STORE) && ci.acc >= 0) td = !lower_col_free(L, L->acc[ci.acc].a.coef);
+    for (int i = 0; i < 3; i++) if (ops[i] >= 0) { td |= L->ins[ops[i]].td; if (!red) red = L->ins[ops[i]].red; }
+    if (ci.kind == CG_RED && !red) { red = L->redref + 1; td = 0; }
+    else if (red && (td || ci.kind == CG_RED)) return LW_FAIL(L, red - 1, JIT_LF_MAT);
+  }
   int seg = elem ? L->cur : -1;
   ci.level = (int8_t)(elem ? 1 : 0);
   if (ci.kind != CG_RED && ci.kind != CG_STORE)
@@ -126,7 +145,7 @@ static int lower_emit(Lower *L, CgIns ci, int elem)
     }
   if (L->nins >= LW_MAXINS) return LW_FAIL(L, L->roots[L->nroots - 1], JIT_LF_NOMERGE);
   if (!(L->ins = lower_grow(L->ins, &L->icap, L->nins + 1, sizeof *L->ins))) return LW_FAIL(L, -1, JIT_LF_NONE);
-  L->ins[L->nins] = (LIns){ ci, seg, elem ? 0 : after };
+  L->ins[L->nins] = (LIns){ ci, seg, elem ? 0 : after, td, red };
   return L->nins++;
 }
 
@@ -359,7 +378,7 @@ static int lower_red_inmap(Lower *L, JitRef ref, const LMap *om, LMap *im)
   uint32_t mask = jit_red_mask(r, v->ndim);
   memset(im, 0, sizeof *im);
   im->nd = v->ndim;
-  int k = 0, vi = L->nout;
+  int k = 0, vi = L->col ? L->ncv : L->nout;
   bool row = r->op == RT_OP_SOFTMAX || r->op == RT_OP_LOG_SOFTMAX;
   for (int d = 0; d < v->ndim; d++) {
     if (mask >> d & 1) {
@@ -402,9 +421,12 @@ static int lower_pass(Lower *L, const JitIns *r, const LMap *im, int op, int adt
   return red;
 }
 
+static int lower_red_col(Lower *L, JitRef ref, const LMap *om);
+
 static int lower_red(Lower *L, JitRef ref, const LMap *om)
 {
   const JitIns *r = &L->t->ins[ref];
+  if (L->col) return lower_red_col(L, ref, om);
   if (!lower_map_row(L, om)) return LW_FAIL(L, ref, JIT_LF_MAT);
   LMap im;
   if (lower_red_inmap(L, ref, om, &im)) return -1;
@@ -464,9 +486,37 @@ static int lower_red(Lower *L, JitRef ref, const LMap *om)
   return lower_cast(L, res, dt);
 }
 
+/* Is softmax ref at map m the value the root store of this segment writes? */
+static bool lower_row_is_root(const Lower *L, JitRef ref, const LMap *m)
+{
+  return ref == L->root && L->cur == L->rseg && memcmp(m, &L->rmap, sizeof *m) == 0;
+}
+
+/* softmax's sum pass when its value is stored (lower_rowop): also stores
+** e = exp(x - m) into the output row, so that the last pass computes e * (1/s)
+** from the row, in cache, instead of a second exp. As lower_pass(SUM, f = 5). */
+static int lower_expsum_store(Lower *L, const JitIns *r, const LMap *m, int mx)
+{
+  int prev = lower_seg_open(L);
+  if (L->failed) return -1;
+  int dt = r->dtype, xdt = r->cdtype;
+  int e = lower_un(L, RT_OP_EXP, xdt, lower_bin(L, RT_OP_SUB, xdt, lower_cast(L, lower_operand(L, r, 0, m), xdt), mx));
+  int acc = lower_access(L, L->root, &L->raddr, 1), red = -1;
+  if (e >= 0 && acc >= 0) {
+    lower_emit(L, (CgIns){ .kind = CG_STORE, .dtype = (int8_t)dt, .a = lower_cast(L, e, dt), .b = -1, .c = -1, .acc = acc }, 1);
+    red = lower_emit(L, (CgIns){ .kind = CG_RED, .op = RT_OP_SUM, .dtype = (int8_t)dt, .a = lower_cast(L, e, dt),
+                                 .b = -1, .c = -1 }, 1);
+  }
+  lower_seg_close(L, prev);
+  return red;
+}
+
 /* softmax / log_softmax element at map m (its dim must run along the inner dim):
 **   m = max x;  s = sum exp(x - m) (double);
-**   softmax: exp(x - m) * (T)(1/s);  log_softmax: x - (T)(m + log s) */
+**   softmax: exp(x - m) * (T)(1/s);  log_softmax: x - (T)(m + log s)
+** A stored softmax whose row fits in cache keeps e in its output (memo seg -3):
+** the same values, one exp per element instead of two. The store segment is
+** the only one that reads e back, before it stores; other segments recompute. */
 static int lower_rowop(Lower *L, JitRef ref, const LMap *m)
 {
   const JitIns *r = &L->t->ins[ref];
@@ -482,24 +532,29 @@ static int lower_rowop(Lower *L, JitRef ref, const LMap *m)
   LMap om = *m;                     /* the row: dim k dropped to 0 */
   om.base[k] = 0;
   memset(om.coef[k], 0, sizeof om.coef[k]);
-  int mx = -1, s = -1;
+  int mx = -1, s = -1, kept = 0;
   for (int i = 0; i < L->nmemo; i++)
-    if (L->memo[i].ref == ref && L->memo[i].seg == -2 && memcmp(&L->memo[i].map, &om, sizeof om) == 0) {
-      mx = L->memo[i].val; s = L->memo[i].pad;
+    if (L->memo[i].ref == ref && (L->memo[i].seg == -2 || L->memo[i].seg == -3) &&
+        memcmp(&L->memo[i].map, &om, sizeof om) == 0) {
+      mx = L->memo[i].val; s = L->memo[i].pad; kept = L->memo[i].seg == -3;
     }
   if (mx < 0) {
     L->out->nred++;
+    kept = r->op == RT_OP_SOFTMAX && vi >= 0 && r->sizes[k] > 1 && r->sizes[k] * rt_dtype_size(dt) <= LW_ROWCACHE &&
+           lower_row_is_root(L, ref, m);
     mx = lower_pass(L, r, m, RT_OP_MAX, dt, 0, -1, 0);
-    s = lower_pass(L, r, m, RT_OP_SUM, dt, 5, mx, 0);
+    s = kept ? lower_expsum_store(L, r, m, mx) : lower_pass(L, r, m, RT_OP_SUM, dt, 5, mx, 0);
     if (s < 0) return -1;
     if (!(L->memo = lower_grow(L->memo, &L->mcap, L->nmemo + 1, sizeof *L->memo))) return LW_FAIL(L, -1, JIT_LF_NONE);
-    L->memo[L->nmemo++] = (LMemo){ ref, -2, mx, s, om };
+    L->memo[L->nmemo++] = (LMemo){ ref, kept ? -3 : -2, mx, s, om };
   }
-  int x = lower_cast(L, lower_operand(L, r, 0, m), dt);
   if (r->op == RT_OP_SOFTMAX) {
     int inv = lower_cast(L, lower_bin(L, RT_OP_DIV, TD_FLOAT64, lower_const(L, TD_FLOAT64, 1), s), dt);
-    return lower_bin(L, RT_OP_MUL, dt, lower_un(L, RT_OP_EXP, dt, lower_bin(L, RT_OP_SUB, dt, x, mx)), inv);
+    int e = kept && lower_row_is_root(L, ref, m) ? lower_load(L, ref, &L->raddr)
+          : lower_un(L, RT_OP_EXP, dt, lower_bin(L, RT_OP_SUB, dt, lower_cast(L, lower_operand(L, r, 0, m), dt), mx));
+    return lower_bin(L, RT_OP_MUL, dt, e, inv);
   }
+  int x = lower_cast(L, lower_operand(L, r, 0, m), dt);
   int lse = lower_bin(L, RT_OP_ADD, TD_FLOAT64, lower_cast(L, mx, TD_FLOAT64), lower_un(L, RT_OP_LOG, TD_FLOAT64, s));
   return lower_bin(L, RT_OP_SUB, dt, x, lower_cast(L, lse, dt));
 }
@@ -529,7 +584,7 @@ static int lower_value(Lower *L, JitRef ref, const LMap *m)
   case JIT_SC_SCALAR: v = lower_scalar(L, ref); break;
   case JIT_SC_EW: v = lower_ew(L, r, m); break;
   case JIT_SC_RED: v = lower_red(L, ref, m); break;
-  case JIT_SC_ROW: v = lower_rowop(L, ref, m); break;
+  case JIT_SC_ROW: v = L->col ? LW_FAIL(L, ref, JIT_LF_MAT) : lower_rowop(L, ref, m); break;
   default: return LW_FAIL(L, ref, JIT_LF_MAT);   /* eager results are buffers */
   }
   if (v < 0) return -1;
@@ -560,6 +615,8 @@ static JitRef lower_find_red(const Lower *L, JitRef ref, uint8_t *seen)
 
 typedef struct LAnchor { int nd; int64_t sh[TD_MAX_DIMS]; int8_t vd[TD_MAX_DIMS]; uint32_t mask; JitRef red; } LAnchor;
 
+#include "jit_lower_col.h"                /* column reductions: lower_col_anchor, lower_red_col, ... */
+
 static int lower_anchor(Lower *L, LAnchor *an)
 {
   const JitTrace *t = L->t;
@@ -585,6 +642,7 @@ static int lower_anchor(Lower *L, LAnchor *an)
   }
   int n = 0;
   for (int d = 0; d < an->nd; d++) an->vd[d] = -1;
+  if (an->red >= 0 && !L->nocol && jit_red_col(t, a)) { lower_col_anchor(L, an); return 0; }
   for (int pass = 0; pass < 2; pass++)       /* kept dims (outer), then reduced dims (inner) */
     for (int d = 0; d < an->nd; d++) {
       if (an->sh[d] == 1 || (int)(an->mask >> d & 1) != pass) continue;
@@ -629,28 +687,32 @@ static int lower_root_map(Lower *L, const LAnchor *an, const JitIns *r0, LMap *m
       return 0;
     }
   }
-  int k = 0, nz = 0, no = 0;              /* squeezed: the outer dims (a row value) */
+  /* squeezed: the kept dims (the outer ones; column mode: A and C) */
+  int k = 0, nz = 0, no = 0, nk = L->col ? L->ncv : L->nout;
   for (int d = 0; d < r->ndim; d++) nz += r->sizes[d] != 1;
-  for (int j = 0; j < L->nout; j++) no += L->vs[j] != 1;
+  for (int j = 0; j < nk; j++) no += L->vs[j] != 1;
   if (an->red >= 0 && nz == no && nz > 0) {
     for (int d = 0; d < r->ndim && k >= 0; d++) {
       if (r->sizes[d] == 1) continue;
-      while (k < L->nout && L->vs[k] == 1) k++;
-      if (k >= L->nout || L->vs[k] != r->sizes[d]) { k = -1; break; }
+      while (k < nk && L->vs[k] == 1) k++;
+      if (k >= nk || L->vs[k] != r->sizes[d]) { k = -1; break; }
       m->coef[d][k++] = 1;
     }
     if (k >= 0) return 0;
     memset(m->coef, 0, sizeof m->coef);
     k = 0;
   }
-  /* squeezed, in order */
+  /* squeezed, in the anchor's dim order (column mode: not the virtual order) */
+  int ord[LW_NV], nord = 0;
+  if (L->col) { for (int d = 0; d < an->nd; d++) if (an->vd[d] >= 0) ord[nord++] = an->vd[d]; }
+  else for (; nord < L->nv; nord++) ord[nord] = nord;
   for (int d = 0; d < r->ndim; d++) {
     if (r->sizes[d] == 1) continue;
-    while (k < L->nv && L->vs[k] == 1) k++;
-    if (k >= L->nv || L->vs[k] != r->sizes[d]) return -1;
-    m->coef[d][k++] = 1;
+    while (k < nord && L->vs[ord[k]] == 1) k++;
+    if (k >= nord || L->vs[ord[k]] != r->sizes[d]) return -1;
+    m->coef[d][ord[k++]] = 1;
   }
-  for (; k < L->nv; k++) if (L->vs[k] != 1) return -1;
+  for (; k < nord; k++) if (L->vs[ord[k]] != 1) return -1;
   return 0;
 }
 
@@ -673,6 +735,7 @@ static void lower_merge_dim(Lower *L, int a, int b)   /* a (outer) into b = a + 
   }
   L->nv--;
   if (a < L->nout) L->nout--;
+  if (L->col && a < L->ncv) L->ncv--;
 }
 
 /* Renumber the passes: each pass segment runs in the earliest pass after the
@@ -713,9 +776,9 @@ static int lower_merge_passes(Lower *L)
   return 0;
 }
 
-static int lower_finish(Lower *L, JitRef anchor_red)
+/* Coalesce the virtual dims into outer dims and one inner dim. */
+static int lower_dims(Lower *L, JitRef anchor_red)
 {
-  if (lower_merge_passes(L)) return -1;
   /* drop size-1 dims (no access reads them), then merge inner dims right to left */
   for (int k = L->nv - 1; k >= 0 && L->nv > 1; k--)
     if (L->vs[k] == 1 && (k < L->nout || L->nv - L->nout > 1)) {
@@ -736,6 +799,14 @@ static int lower_finish(Lower *L, JitRef anchor_red)
   bool pointwise = L->out->nred == 0 && L->npass <= 1;
   if (pointwise && L->nout > 0 && L->npass == 1 && lower_can_merge(L, L->nout - 1, L->nout))
     lower_merge_dim(L, L->nout - 1, L->nout);
+  return 0;
+}
+
+static int lower_finish(Lower *L, JitRef anchor_red)
+{
+  if (lower_merge_passes(L)) return -1;
+  if (L->col ? lower_col_dims(L, anchor_red) : lower_dims(L, anchor_red)) return -1;
+  bool pointwise = L->out->nred == 0 && L->npass <= 1;
   CgKernel *k = calloc(1, sizeof *k);
   if (!k) return LW_FAIL(L, -1, JIT_LF_NONE);
   L->out->k = k;
@@ -782,7 +853,7 @@ static int lower_finish(Lower *L, JitRef anchor_red)
   }
   k->nins = n;
   free(newi);
-  return 0;
+  return L->col ? lower_col_kernel(L, k) : 0;
 }
 
 /* The executor may give a write the buffer of its old version (in place):
@@ -843,15 +914,16 @@ static void lower_hint(const Lower *L)
 
 static int lower_cmp_ref(const void *a, const void *b) { return *(const JitRef *)a - *(const JitRef *)b; }
 
-int jit_lower_group(const JitSchedCtx *c, const JitRef *roots, int n, JitLowered *out)
+static int lower_group(const JitSchedCtx *c, const JitRef *roots, int n, JitLowered *out, bool nocol)
 {
   memset(out, 0, sizeof *out);
   out->fail_ref = -1;
-  Lower L = { .c = c, .t = c->t, .roots = roots, .nroots = n, .out = out, .cur = -1 };
+  Lower L = { .c = c, .t = c->t, .roots = roots, .nroots = n, .out = out, .cur = -1, .root = -1, .nocol = nocol };
   LAnchor an;
   int rc = -1;
   if (lower_anchor(&L, &an)) goto done;
   int prev = lower_seg_open(&L);           /* the final pass: element-level stores */
+  L.rseg = L.cur;
   for (int i = 0; i < n && !L.failed; i++) {
     const JitIns *r = &c->t->ins[roots[i]];
     LMap m;
@@ -859,8 +931,6 @@ int jit_lower_group(const JitSchedCtx *c, const JitRef *roots, int n, JitLowered
       LW_FAIL(&L, i ? roots[i] : an.red, i ? JIT_LF_NOMERGE : JIT_LF_MAT);
       break;
     }
-    int v = lower_value(&L, roots[i], &m);
-    if (v < 0) break;
     int64_t cs[TD_MAX_DIMS];
     lower_contig(r, cs);
     LAddr a;
@@ -870,6 +940,9 @@ int jit_lower_group(const JitSchedCtx *c, const JitRef *roots, int n, JitLowered
       a.off += cs[d] * m.base[d];
       for (int k = 0; k < LW_NV; k++) a.coef[k] += cs[d] * m.coef[d][k];
     }
+    L.root = roots[i]; L.rmap = m; L.raddr = a;   /* lower_rowop may store into it early */
+    int v = lower_value(&L, roots[i], &m);
+    if (v < 0) break;
     int acc = lower_access(&L, roots[i], &a, 1);
     if (acc < 0) break;
     lower_emit(&L, (CgIns){ .kind = CG_STORE, .dtype = (int8_t)r->dtype, .a = v, .b = -1, .c = -1, .acc = acc },
@@ -886,7 +959,17 @@ done:
   if (rc) {
     if (out->k) { free(out->k->acc); free(out->k->ins); free(out->k); out->k = NULL; }
     if (out->fail_action == JIT_LF_NONE) rc = TD_ERR_NOMEM;
+    else if (L.colretry) rc = 1;
   }
+  return rc;
+}
+
+/* A column-mode lowering whose columns are not one unit-stride dim is done
+** again in row mode (each output a row of the kernel, as before columns). */
+int jit_lower_group(const JitSchedCtx *c, const JitRef *roots, int n, JitLowered *out)
+{
+  int rc = lower_group(c, roots, n, out, false);
+  if (rc == 1) { jit_lowered_clear(out); rc = lower_group(c, roots, n, out, true); }
   return rc;
 }
 

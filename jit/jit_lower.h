@@ -51,5 +51,8 @@ void jit_lowered_clear(JitLowered *l);   /* frees inl and the kernel (if still o
 
 /* Operand views of a reduction / row op: the reduced dims of its input space. */
 uint32_t jit_red_mask(const JitIns *ins, int nd);
+/* A reduction over outer dims that lowers to a column-mode kernel: its units
+** of work (outer kept dims x column tiles x blocks of rows), or 0 (jit_lower_col.h). */
+int64_t jit_red_col(const JitTrace *t, const JitIns *r);
 
 #endif

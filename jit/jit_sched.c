@@ -101,7 +101,8 @@ static int sched_classify(const JitTrace *t, const JitIns *r)
 
 /* Reductions that the runtime runs better: few rows over many elements (a
 ** full sum of 2^24 values must not run on one thread), and big column sums
-** (reduced dims outside the innermost one). */
+** (reduced dims outside the innermost one) unless they lower to a column-mode
+** kernel with units of work for two threads at least. */
 static bool sched_red_eager(const JitTrace *t, const JitIns *r)
 {
   const JitView *v = jit_arg(t, r, 0);
@@ -115,6 +116,8 @@ static bool sched_red_eager(const JitTrace *t, const JitIns *r)
   }
   if (kept * red < SCHED_BIGRED) return false;
   if (kept < SCHED_FEWROWS && r->op != RT_OP_SOFTMAX && r->op != RT_OP_LOG_SOFTMAX) return true;
+  int64_t crows = jit_red_col(t, r);
+  if (crows > 0) return crows < 2;
   return last >= 0 && !(mask >> last & 1);
 }
 
@@ -418,7 +421,12 @@ static void sched_text_kernel(SText *b, const JitTrace *t, const SGroup *g, cons
   int npass = 0;
   for (int i = 0; i < k->nins; i++) npass += k->ins[i].kind == CG_PASS;
   if (k->flat) sched_printf(b, " (%lld elems, flat)\n", (long long)k->flat);
-  else {
+  else if (k->cred > 0) {   /* column mode: outer rows x columns, reduced over cred steps in blocks */
+    int64_t rows = 1;
+    for (int d = 0; d < k->nouter; d++) rows *= k->osize[d];
+    sched_printf(b, " (%lld rows x %lld, columns reduced over %lld in %lld blocks)\n", (long long)rows,
+                 (long long)k->inner, (long long)k->cred, (long long)((k->cred + k->cblk - 1) / k->cblk));
+  } else {
     sched_printf(b, " (");
     for (int d = 0; d < k->nouter; d++) sched_printf(b, "%s%lld", d ? "x" : "", (long long)k->osize[d]);
     sched_printf(b, "%s rows x %lld, %d pass%s)\n", k->nouter ? "" : "1", (long long)k->inner, npass,
