@@ -178,13 +178,13 @@ static int partition(const JitTrace *j, const JitAot *a, uint8_t *st)
   return nsaved;
 }
 
-static int grow_trace(JitTrace *t, int nins, int nviews, int nouts, int ninputs)
+static int grow_trace(JitTrace *t, int nins, int nviews, int nouts, int ninputs, int neffects)
 {
   t->ins = calloc((size_t)nins + 1, sizeof *t->ins); t->cap = nins;
   t->views = calloc((size_t)nviews + 1, sizeof *t->views); t->vcap = nviews;
   t->outs = calloc((size_t)nouts + 1, sizeof *t->outs); t->ocap = nouts;
   t->inputs = calloc((size_t)ninputs + 1, sizeof *t->inputs); t->icap = ninputs;
-  t->effects = calloc(1, sizeof *t->effects);
+  t->effects = calloc((size_t)neffects + 1, sizeof *t->effects); t->ecap = neffects;
   return t->ins && t->views && t->outs && t->inputs && t->effects ? 0 : rt_err(TD_ERR_NOMEM, "tide.compile: out of memory");
 }
 
@@ -214,6 +214,25 @@ static void mark_outputs(JitTrace *t)
   for (int o = 0; o < t->nouts; o++) t->ins[t->outs[o].root].flags |= JIT_IF_OUTPUT;
 }
 
+/* In-place writes into inputs (effects: BatchNorm's running statistics) are
+** applied by the forward, so the backward must not read those inputs. */
+const char *jit_aot_effects_conflict(const JitTrace *j, const JitAot *a)
+{
+  if (!j->neffects) return NULL;
+  uint8_t *st = calloc((size_t)j->nins + 1, 1);
+  if (!st) return "out of memory";
+  partition(j, a, st);
+  const char *why = NULL;
+  for (int e = 0; e < j->neffects && !why; e++) {
+    if (j->effects[e].ref >= a->F) why = "its backward writes in place into a tensor it reaches";
+    for (int r = 0; r < a->F && !why; r++)
+      if ((st[r] & ST_COPY) && j->ins[r].op == JIT_OP_INPUT && j->ins[r].slot == j->effects[e].slot)
+        why = "it writes in place into a tensor its backward reads";
+  }
+  free(st);
+  return why;
+}
+
 int jit_aot_split(const JitTrace *j, const JitAot *a, JitTrace *f, JitTrace *b)
 {
   int F = a->F, N = j->nins;
@@ -224,14 +243,15 @@ int jit_aot_split(const JitTrace *j, const JitAot *a, JitTrace *f, JitTrace *b)
   int nsaved = partition(j, a, st), fin = 0;
   for (int r = 0; r < F; r++) if (j->ins[r].op == JIT_OP_INPUT) fin++;
   int fviews = F < N ? j->ins[F].arg0 : j->nviews;
-  int rc = grow_trace(f, F, fviews, a->nfo + nsaved, fin);
-  if (!rc) rc = grow_trace(b, N, j->nviews, j->nouts, j->ninputs + nsaved);
+  int rc = grow_trace(f, F, fviews, a->nfo + nsaved, fin, j->neffects);
+  if (!rc) rc = grow_trace(b, N, j->nviews, j->nouts, j->ninputs + nsaved, 0);
   if (rc) goto done;
   /* forward: records [0, F) as they are; outputs: the caller's, then the saved */
   memcpy(f->ins, j->ins, sizeof(JitIns) * (size_t)F); f->nins = F;
   memcpy(f->views, j->views, sizeof(JitView) * (size_t)fviews); f->nviews = fviews;
   memcpy(f->outs, j->outs, sizeof(JitView) * (size_t)a->nfo); f->nouts = a->nfo;
   for (int r = 0; r < F; r++) if (st[r] & ST_SAVE) root_out(f, r);
+  memcpy(f->effects, j->effects, sizeof(JitEffect) * (size_t)j->neffects); f->neffects = j->neffects;
   for (int s = 0; s < fin; s++) { f->inputs[s] = j->inputs[s]; td_retain(f->inputs[s]); }
   f->ninputs = fin; f->nscalars = j->nscalars; f->id = j->id;
   /* backward: inputs, numbers and recomputed values it needs, the saved values
@@ -258,6 +278,7 @@ int jit_aot_split(const JitTrace *j, const JitAot *a, JitTrace *f, JitTrace *b)
     }
   b->ninputs = j->ninputs + nsaved; b->nscalars = j->nscalars; b->id = j->id;
   mark_outputs(f); mark_outputs(b);
+  for (int e = 0; e < f->neffects; e++) f->ins[f->effects[e].ref].flags |= JIT_IF_OUTPUT;
 done:
   free(st); free(map);
   if (rc) { jit_trace_clear(f); jit_trace_clear(b); }

@@ -399,7 +399,7 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
   if (yk >= 0 && !no_aot && jit_aot_record(r, outs[yk], &aot)) no_aot = td_last_error();
   jit_rec_stop(r);
   if ((rc = jit_rec_effects(r))) goto done;
-  if (yk >= 0 && !no_aot && t->neffects) no_aot = "it also writes in place into tensors it was given or reaches";
+  if (yk >= 0 && !no_aot) no_aot = jit_aot_effects_conflict(t, &aot);
   if (no_aot && mode == TD_COMPILE_RUN) {
     if (!cf->eager_grad)
       fprintf(stderr, "tide.compile: %s returns tensors that require grad, and their backward cannot be compiled "

@@ -45,6 +45,8 @@ void jit_aot_clear(JitAot *a);
 ** b = backward (inputs: the joint trace's slots, then the saved values; the
 ** saved slots are left NULL for the caller; outputs: the targets' gradients). */
 int jit_aot_split(const JitTrace *j, const JitAot *a, JitTrace *f, JitTrace *b);
+/* NULL, or why the joint trace's in-place writes into inputs forbid the split. */
+const char *jit_aot_effects_conflict(const JitTrace *j, const JitAot *a);
 /* Give y an autograd node that runs run(ctx, b, outs) on backward; takes b and
 ** the reference ctx (released by ctx_release when the node's values are freed). */
 typedef int (*JitAotRun)(void *ctx, const JitTrace *b, td_tensor **outs);
