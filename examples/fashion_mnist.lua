@@ -88,7 +88,8 @@ end
 -- -- Training ---------------------------------------------------------------------------------------------
 
 -- one training step; with --compile 1 it is traced, fused and compiled (the
--- last, smaller batch of an epoch compiles a second variant, once)
+-- last, smaller batch of an epoch gets a variant for its size, once, whose
+-- kernels are mostly those of the full batches: sizes are run-time values)
 local function train_step(x, y)
   local loss = F.cross_entropy(model(x), y)
   optim:zero_grad()

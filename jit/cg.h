@@ -40,6 +40,15 @@
 ** buffers, rows*nblk slots of ctile elements, provided by cg_kernel_run); its
 ** value is an element value of the pass. An instruction that depends on t
 ** (through an access with rstride != 0) must not read a RED.
+**
+** Run-time sizes. A batch dim becomes the outermost row count osize[0], the
+** flat element count, or column mode's cred (and with it cblk, the block
+** count and the phase-1 unit count). The code reads none of these as
+** constants: they reach the kernel in dims[] (cg_kernel_dims), and
+** kernel_hash and the C text leave them out, so one compiled kernel (memory
+** or disk cache) serves every batch size. Nothing printed may depend on them
+** (no "vector loop only if the count >= L", no unroll or tile count from
+** them); inner, ctile and the other osize[] stay constants, in the hash.
 */
 #ifndef CG_H
 #define CG_H
@@ -100,8 +109,18 @@ typedef struct CgKernel {
   CgIns *ins;
 } CgKernel;
 
+/* Run-time sizes of a kernel (dims[], see "Run-time sizes" above). */
+enum {
+  CG_DIM_N,          /* flat mode: flat; column mode: cred */
+  CG_DIM_BLK,        /* column mode: cblk */
+  CG_DIM_NBLK,       /* column mode: blocks, ceil(cred / cblk) */
+  CG_DIM_UNITS,      /* column mode: phase-1 units, rows * blocks */
+  CG_NDIMS
+};
+void cg_kernel_dims(const CgKernel *k, int64_t dims[CG_NDIMS]);
+
 /* The compiled entry point. bufs[k] points at element 0 of buffer k. */
-typedef void (*CgKernelFn)(int64_t r0, int64_t r1, char **bufs, const double *args);
+typedef void (*CgKernelFn)(int64_t r0, int64_t r1, char **bufs, const double *args, const int64_t *dims);
 
 /* Number of rows (column mode: outer index x tile pairs). */
 int64_t cg_kernel_rows(const CgKernel *k);

@@ -142,6 +142,11 @@ static void c_arg(CgEmitter *e, int v, int idx)
   CE *c = (CE *)e;
   line(c, "double %s = args[%d];", local(c, v, CT_F64), idx);
 }
+static void c_dim(CgEmitter *e, int v, int idx)
+{
+  CE *c = (CE *)e;
+  line(c, "int64_t %s = dims[%d];", local(c, v, CT_I64), idx);
+}
 
 static int c_op(CgEmitter *e, int v, int ty, int op, int a, int b, int d)
 {
@@ -237,11 +242,12 @@ static int c_begin_kernel(CgEmitter *e, const CgKernel *k, int vlanes)
   c->k = k; c->vl = vlanes; c->depth = 0;
   for (int i = 0; i < c->cap; i++) { free(c->names[i]); c->names[i] = NULL; }
   set_name(c, 0, CT_I64, "r0"); set_name(c, 1, CT_I64, "r1");
-  line(c, "/* %s: %lld rows of %lld%s */", k->name, (long long)cg_kernel_rows(k), (long long)k->inner,
-       k->flat > 0 ? " (flat)" : "");
-  line(c, "void %s(int64_t r0, int64_t r1, char **bufs, const double *args)\n{", k->name);
+  /* no run-time size in the text (cg.h): it is a function of the kernel hash */
+  if (k->cred > 0) line(c, "/* %s: tiles of %lld columns (column mode: dims[0] reduction steps) */", k->name, (long long)k->ctile);
+  else line(c, "/* %s: rows of %lld%s */", k->name, (long long)k->inner, k->flat > 0 ? " (flat: dims[0] elements)" : "");
+  line(c, "void %s(int64_t r0, int64_t r1, char **bufs, const double *args, const int64_t *dims)\n{", k->name);
   c->depth = 1;
-  line(c, "(void)args;");
+  line(c, "(void)args; (void)dims;");
   for (int b = 0; b < k->nbuf; b++) {
     const char *t = c_buftype[k->buf_dtype[b] >= 0 && k->buf_dtype[b] < TD_DTYPE__MAX ? k->buf_dtype[b] : TD_UINT8];
     line(c, "%s *p%d = (%s *)bufs[%d];", t, b, t, b);
@@ -259,7 +265,7 @@ static int c_end_kernel(CgEmitter *e)
 static void c_init(CE *c)
 {
   memset(c, 0, sizeof *c);
-  c->em = (CgEmitter){ c_begin_kernel, c_end_kernel, c_const, c_arg, c_op, c_call, c_load, c_store, c_var,
+  c->em = (CgEmitter){ c_begin_kernel, c_end_kernel, c_const, c_arg, c_dim, c_op, c_call, c_load, c_store, c_var,
                        c_assign, c_lane_get, c_lane_set, c_begin_loop, c_end, c_begin_if, c_end, c_comment };
 }
 static void c_free(CE *c)

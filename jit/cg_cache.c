@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CG_FORMAT_VERSION 2   /* bump when the code printed for the same kernel IR changes */
+#define CG_FORMAT_VERSION 4   /* bump when the code printed for the same kernel IR changes */
 #define CG_MAX_SO (256 << 20)
 
 static pthread_mutex_t cg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -280,12 +280,12 @@ void cg_stats(CgStats *s)
 
 /* -- Run ---------------------------------------------------------------------------------- */
 
-typedef struct { CgKernelFn fn; char **bufs; const double *args; int64_t off; } CgRun;
+typedef struct { CgKernelFn fn; char **bufs; const double *args; int64_t off; const int64_t *dims; } CgRun;
 
 static void run_rows(void *ctx, int64_t r0, int64_t r1)
 {
   const CgRun *r = ctx;
-  r->fn(r->off + r0, r->off + r1, r->bufs, r->args);
+  r->fn(r->off + r0, r->off + r1, r->bufs, r->args, r->dims);
 }
 
 /* column mode: the partials of every unit, grown on demand, kept per calling thread */
@@ -294,14 +294,15 @@ static _Thread_local size_t run_npart;
 
 int cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args)
 {
-  int64_t rows = cg_kernel_rows(k), inner = k->inner > 0 ? k->inner : 1;
-  CgRun r = { fn, bufs, args, 0 };
+  int64_t rows = cg_kernel_rows(k), inner = k->inner > 0 ? k->inner : 1, dims[CG_NDIMS];
+  cg_kernel_dims(k, dims);        /* this kernel's sizes, run-time arguments of its code */
+  CgRun r = { fn, bufs, args, 0, dims };
   if (k->cred <= 0) {
     rt_parallel_for(rows, (16384 + inner - 1) / inner, run_rows, &r);
     return 0;
   }
   /* phase 1 folds (row, block) units into partials, phase 2 combines each row's */
-  int64_t nblk = (k->cred + k->cblk - 1) / k->cblk, n1 = rows * nblk, slot = k->ctile * 8;
+  int64_t nblk = dims[CG_DIM_NBLK], n1 = dims[CG_DIM_UNITS], slot = k->ctile * 8;
   int ns = k->nscratch, nb = k->nbuf - ns;
   size_t need = (size_t)(n1 * slot * ns);
   if (need > run_npart) {

@@ -73,6 +73,8 @@ struct CgEmitter {
   void (*emit_const)(CgEmitter *e, int v, int ty, double x, int64_t ix);
   /* v = args[idx] (double) */
   void (*emit_arg)(CgEmitter *e, int v, int idx);
+  /* v = dims[idx] (int64_t, a run-time size: CG_DIM_*) */
+  void (*emit_dim)(CgEmitter *e, int v, int idx);
   /* v = op(a, b, c) of result type ty */
   int (*emit_op)(CgEmitter *e, int v, int ty, int op, int a, int b, int c);
   /* v = fname(args) with result type ty (a libm or libmvec function taking ty's) */

@@ -42,7 +42,7 @@ typedef struct {
   gcc_jit_rvalue **rv;
   gcc_jit_lvalue **lv;
   int *ty, cap;
-  gcc_jit_rvalue *bufp[CG_MAX_BUFS], *args;
+  gcc_jit_rvalue *bufp[CG_MAX_BUFS], *args, *dims;
   GFrame st[64];
   int nst, fail;
 } GE;
@@ -108,6 +108,12 @@ static void g_arg(CgEmitter *e, int v, int idx)
   GE *g = (GE *)e;
   gcc_jit_rvalue *i = gcc_jit_context_new_rvalue_from_int(g->ctx, g->t[CT_I32], idx);
   g_def(g, v, CT_F64, gcc_jit_lvalue_as_rvalue(gcc_jit_context_new_array_access(g->ctx, NULL, g->args, i)));
+}
+static void g_dim(CgEmitter *e, int v, int idx)
+{
+  GE *g = (GE *)e;
+  gcc_jit_rvalue *i = gcc_jit_context_new_rvalue_from_int(g->ctx, g->t[CT_I32], idx);
+  g_def(g, v, CT_I64, gcc_jit_lvalue_as_rvalue(gcc_jit_context_new_array_access(g->ctx, NULL, g->dims, i)));
 }
 
 static int g_op(CgEmitter *e, int v, int ty, int op, int a, int b, int c)
@@ -251,21 +257,23 @@ static int g_begin_kernel(CgEmitter *e, const CgKernel *k, int vlanes)
 {
   GE *g = (GE *)e;
   g->k = k; g->nst = 0;
-  gcc_jit_param *p[4] = {
+  gcc_jit_param *p[5] = {
     gcc_jit_context_new_param(g->ctx, NULL, g->t[CT_I64], "r0"),
     gcc_jit_context_new_param(g->ctx, NULL, g->t[CT_I64], "r1"),
     gcc_jit_context_new_param(g->ctx, NULL,
       gcc_jit_type_get_pointer(gcc_jit_type_get_pointer(gcc_jit_context_get_type(g->ctx, GCC_JIT_TYPE_CHAR))), "bufs"),
     gcc_jit_context_new_param(g->ctx, NULL, gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t[CT_F64])), "args"),
+    gcc_jit_context_new_param(g->ctx, NULL, gcc_jit_type_get_pointer(gcc_jit_type_get_const(g->t[CT_I64])), "dims"),
   };
   g->fn = gcc_jit_context_new_function(g->ctx, NULL, GCC_JIT_FUNCTION_EXPORTED,
-                                       gcc_jit_context_get_type(g->ctx, GCC_JIT_TYPE_VOID), k->name, 4, p, 0);
+                                       gcc_jit_context_get_type(g->ctx, GCC_JIT_TYPE_VOID), k->name, 5, p, 0);
   g->cur = gcc_jit_function_new_block(g->fn, "entry");
   if (!g_grow(g, 1)) return TD_ERR_NOMEM;
   for (int i = 0; i < g->cap; i++) { g->rv[i] = NULL; g->lv[i] = NULL; }
   g->rv[0] = gcc_jit_param_as_rvalue(p[0]); g->ty[0] = CT_I64;
   g->rv[1] = gcc_jit_param_as_rvalue(p[1]); g->ty[1] = CT_I64;
   g->args = gcc_jit_param_as_rvalue(p[3]);
+  g->dims = gcc_jit_param_as_rvalue(p[4]);
   for (int b = 0; b < k->nbuf && b < CG_MAX_BUFS; b++) {
     int bt = k->buf_dtype[b] == TD_BOOL || k->buf_dtype[b] < 0 || k->buf_dtype[b] >= TD_DTYPE__MAX ? CT_U8 : k->buf_dtype[b];
     char n[16]; snprintf(n, sizeof n, "p%d", b);
@@ -291,7 +299,7 @@ static int g_end_kernel(CgEmitter *e)
 static void g_init(GE *g, int vl)
 {
   memset(g, 0, sizeof *g);
-  g->em = (CgEmitter){ g_begin_kernel, g_end_kernel, g_const, g_arg, g_op, g_call, g_load, g_store, g_var,
+  g->em = (CgEmitter){ g_begin_kernel, g_end_kernel, g_const, g_arg, g_dim, g_op, g_call, g_load, g_store, g_var,
                        g_assign, g_lane_get, g_lane_set, g_begin_loop, g_end_loop, g_begin_if, g_end_if, g_comment };
   g->vl = vl;
   gcc_jit_context *c = g->ctx = gcc_jit_context_acquire();

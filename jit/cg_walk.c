@@ -47,6 +47,7 @@ typedef struct {
   int mode;
   int vt, mt, L, fdt;     /* vector pass: float vector type, mask type, lanes, float dtype */
   int hi, hm;             /* element index var, tail lane count */
+  int dim[CG_NDIMS];      /* run-time sizes (cg.h): handles of dims[] */
   int rc;
 } W;
 
@@ -218,6 +219,8 @@ int cg_nyi(const CgKernel *k, int op, int dtype, const char *what)
                 dtype >= 0 && dtype < TD_DTYPE__MAX ? td_dtype_name(dtype) : "?", k->name);
 }
 
+#include "cg_vmath.h"                    /* w_vexpf: expf on float32 vectors, inline */
+
 /* -- Math functions ------------------------------------------------------------------ */
 
 const char *cg_vec_fname(const char *f, int lanes, char *buf, size_t n)
@@ -240,6 +243,7 @@ static int w_math(W *w, const char *f, int n, const int *a, int lanewise)
   snprintf(name, sizeof name, "%s%s", f, cg_ty_elem(t) == CT_F32 ? "f" : "");
   if (!cg_ty_is_vec(t)) return call(w, t, name, n, a);
   if (!lanewise) {
+    if (cg_ty_elem(t) == CT_F32 && !strcmp(name, "expf")) return w_vexpf(w, a[0]);
     char vn[48];
     return call(w, t, cg_vec_fname(name, w->L, vn, sizeof vn), n, a);
   }
@@ -733,15 +737,20 @@ int cg_walk(const CgKernel *k, CgEmitter *E, int vlanes)
   }
   for (int i = 0; i < k->nacc; i++)
     if (k->acc[i].buf < 0 || k->acc[i].buf >= k->nbuf) { w->rc = cg_nyi(k, -1, -1, "access to a missing buffer"); goto done; }
+  for (int d = 0; d < CG_NDIMS; d++) {     /* run-time sizes: read once */
+    w->dim[d] = -1;
+    if (d == CG_DIM_N ? k->flat > 0 || k->cred > 0 : k->cred > 0) { w->dim[d] = w_new(w, CT_I64); E->emit_dim(E, w->dim[d], d); }
+  }
   if (k->cred > 0) { w_ckernel(w); goto done; }   /* column mode */
   int nout = k->flat > 0 ? 0 : k->nouter, od[TD_MAX_DIMS];
-  if (nout > 0) {                           /* outer index of r0 */
+  if (nout > 0) {                           /* outer index of r0; osize[0] is not needed (run-time size) */
     int rem = 0;                            /* handle 0: r0 */
-    for (int d = nout - 1; d >= 0; d--) {
+    for (int d = nout - 1; d > 0; d--) {
       int sz = hci(w, CT_I64, k->osize[d]);
-      od[d] = var(w, CT_I64, d ? op2(w, CT_I64, CG_E_MOD, rem, sz) : rem);
-      if (d) rem = op2(w, CT_I64, CG_E_DIV, rem, sz);
+      od[d] = var(w, CT_I64, op2(w, CT_I64, CG_E_MOD, rem, sz));
+      rem = op2(w, CT_I64, CG_E_DIV, rem, sz);
     }
+    od[0] = var(w, CT_I64, rem);
   }
   int r = var(w, CT_I64, 0);
   E->begin_loop(E, r, 0, 1, 1);
@@ -758,7 +767,7 @@ int cg_walk(const CgKernel *k, CgEmitter *E, int vlanes)
   }
   int n = hci(w, CT_I64, k->inner);
   if (k->flat > 0) {
-    int t = op2(w, CT_I64, CG_E_SUB, hci(w, CT_I64, k->flat), op2(w, CT_I64, CG_E_MUL, r, n));
+    int t = op2(w, CT_I64, CG_E_SUB, w->dim[CG_DIM_N], op2(w, CT_I64, CG_E_MUL, r, n));
     n = w_sel(w, op2(w, CT_BOOL, CG_E_LT, t, n), t, n);
   }
   for (int i = 0; i < k->nins && !w->rc; ) {
@@ -791,6 +800,15 @@ done:
 
 /* -- Kernel helpers ------------------------------------------------------------------- */
 
+void cg_kernel_dims(const CgKernel *k, int64_t dims[CG_NDIMS])
+{
+  int64_t nblk = k->cred > 0 && k->cblk > 0 ? (k->cred + k->cblk - 1) / k->cblk : 0;
+  dims[CG_DIM_N] = k->flat > 0 ? k->flat : k->cred;
+  dims[CG_DIM_BLK] = k->cblk;
+  dims[CG_DIM_NBLK] = nblk;
+  dims[CG_DIM_UNITS] = k->cred > 0 ? cg_kernel_rows(k) * nblk : 0;
+}
+
 int64_t cg_kernel_rows(const CgKernel *k)
 {
   if (k->flat > 0) return k->inner > 0 ? (k->flat + k->inner - 1) / k->inner : 0;
@@ -817,9 +835,12 @@ static uint64_t kernel_hash(const CgKernel *k)
   FNV_FIELD(h, k->nbuf);
   h = fnv(h, k->buf_dtype, k->nbuf > 0 ? (size_t)k->nbuf : 0);
   FNV_FIELD(h, k->nouter);
-  for (int d = 0; d < k->nouter; d++) FNV_FIELD(h, k->osize[d]);
-  FNV_FIELD(h, k->inner); FNV_FIELD(h, k->flat); FNV_FIELD(h, k->nargs);
-  if (k->cred > 0) { FNV_FIELD(h, k->cred); FNV_FIELD(h, k->ctile); FNV_FIELD(h, k->cblk); FNV_FIELD(h, k->nscratch); }
+  /* not the run-time sizes (cg.h: osize[0], flat, cred, cblk), only the mode */
+  for (int d = 1; d < k->nouter; d++) FNV_FIELD(h, k->osize[d]);
+  int8_t mode = k->flat > 0 ? 1 : k->cred > 0 ? 2 : 0;
+  FNV_FIELD(h, mode);
+  FNV_FIELD(h, k->inner); FNV_FIELD(h, k->nargs);
+  if (k->cred > 0) { FNV_FIELD(h, k->ctile); FNV_FIELD(h, k->nscratch); }
   FNV_FIELD(h, k->nacc);
   for (int i = 0; i < k->nacc; i++) {
     const CgAccess *a = &k->acc[i];

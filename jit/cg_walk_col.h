@@ -124,11 +124,12 @@ static int cp_row(W *w, int row, int stores)
   int64_t ntile = (k->inner + k->ctile - 1) / k->ctile;
   int nt = hci(w, CT_I64, ntile), tl = op2(w, CT_I64, CG_E_MOD, row, nt), rem = op2(w, CT_I64, CG_E_DIV, row, nt);
   int od[TD_MAX_DIMS];
-  for (int d = k->nouter - 1; d >= 0; d--) {
+  for (int d = k->nouter - 1; d > 0; d--) {   /* osize[0]: a run-time size, not needed */
     int sz = hci(w, CT_I64, k->osize[d]);
-    od[d] = d ? op2(w, CT_I64, CG_E_MOD, rem, sz) : rem;
-    if (d) rem = op2(w, CT_I64, CG_E_DIV, rem, sz);
+    od[d] = op2(w, CT_I64, CG_E_MOD, rem, sz);
+    rem = op2(w, CT_I64, CG_E_DIV, rem, sz);
   }
+  od[0] = rem;
   int c0 = op2(w, CT_I64, CG_E_MUL, tl, hci(w, CT_I64, k->ctile));
   for (int a = 0; a < k->nacc; a++) {
     const CgAccess *ac = &k->acc[a];
@@ -220,18 +221,19 @@ static void cp_fold(W *w, int s, int e, const char *fl, int *b0, int n, int t0, 
 }
 
 /* Phase 2 of row `row`: partials of blocks 1.. folded into slot row*nblk (at
-** sb) in block order, then the column results. */
-static void cp_finish(W *w, int s, int e, const char *fl, int n, int sb, int64_t nblk)
+** sb) in block order, then the column results. nb: the block count (a
+** run-time size: the loop is there even when it runs no iteration). */
+static void cp_finish(W *w, int s, int e, const char *fl, int n, int sb, int nb)
 {
   const CgKernel *k = w->k;
   CgEmitter *E = w->e;
   int zero = hci(w, CT_I64, 0);
   w->mode = MODE_SCALAR;
-  for (int i = s + 1; i < e && nblk > 1; i++) {
+  for (int i = s + 1; i < e; i++) {
     const CgIns *in = &k->ins[i];
     if (in->kind != CG_RED) continue;
     int at = buf_ty(k, in->acc), b = var(w, CT_I64, hci(w, CT_I64, 1));
-    E->begin_loop(E, b, b, hci(w, CT_I64, nblk), 1);
+    E->begin_loop(E, b, b, nb, 1);
     int pb = op2(w, CT_I64, CG_E_ADD, sb, op2(w, CT_I64, CG_E_MUL, b, hci(w, CT_I64, k->ctile)));
     w->hi = var(w, CT_I64, zero);
     E->begin_loop(E, w->hi, zero, n, 1);
@@ -290,25 +292,26 @@ static void w_ckernel(W *w)
       w->rc = cg_nyi(k, k->ins[i].op, k->ins[i].dtype, "column RED without scratch");
       goto done;
     }
-  int64_t nblk = (k->cred + k->cblk - 1) / k->cblk, n1 = cg_kernel_rows(k) * nblk;
-  int r = var(w, CT_I64, 0), ct = hci(w, CT_I64, k->ctile), nb = hci(w, CT_I64, nblk);
-  E->begin_if(E, op2(w, CT_BOOL, CG_E_LT, 0, hci(w, CT_I64, n1)));
+  /* cred, cblk, the block count and the unit count rows * nblk are run-time sizes */
+  int n1 = w->dim[CG_DIM_UNITS], nb = w->dim[CG_DIM_NBLK];
+  int r = var(w, CT_I64, 0), ct = hci(w, CT_I64, k->ctile);
+  E->begin_if(E, op2(w, CT_BOOL, CG_E_LT, 0, n1));
   E->begin_loop(E, r, 0, 1, 1);             /* phase 1: unit r = (row r / nblk, block r % nblk) */
   {
     int n = cp_row(w, op2(w, CT_I64, CG_E_DIV, r, nb), 0);
-    int t0 = op2(w, CT_I64, CG_E_MUL, op2(w, CT_I64, CG_E_MOD, r, nb), hci(w, CT_I64, k->cblk));
-    int t1 = op2(w, CT_I64, CG_E_ADD, t0, hci(w, CT_I64, k->cblk)), rc = hci(w, CT_I64, k->cred);
+    int t0 = op2(w, CT_I64, CG_E_MUL, op2(w, CT_I64, CG_E_MOD, r, nb), w->dim[CG_DIM_BLK]);
+    int t1 = op2(w, CT_I64, CG_E_ADD, t0, w->dim[CG_DIM_BLK]), rc = w->dim[CG_DIM_N];
     t1 = w_sel(w, op2(w, CT_BOOL, CG_E_LT, t1, rc), t1, rc);
     cp_fold(w, s, e, fl, b0, n, t0, t1, op2(w, CT_I64, CG_E_MUL, r, ct));
   }
   E->end_loop(E);
   E->end_if(E);
-  E->begin_if(E, op2(w, CT_BOOL, CG_E_GE, 0, hci(w, CT_I64, n1)));
+  E->begin_if(E, op2(w, CT_BOOL, CG_E_GE, 0, n1));
   E->begin_loop(E, r, 0, 1, 1);             /* phase 2: row r - n1 */
   {
-    int row = op2(w, CT_I64, CG_E_SUB, r, hci(w, CT_I64, n1));
+    int row = op2(w, CT_I64, CG_E_SUB, r, n1);
     int n = cp_row(w, row, 1);
-    cp_finish(w, s, e, fl, n, op2(w, CT_I64, CG_E_MUL, op2(w, CT_I64, CG_E_MUL, row, nb), ct), nblk);
+    cp_finish(w, s, e, fl, n, op2(w, CT_I64, CG_E_MUL, op2(w, CT_I64, CG_E_MUL, row, nb), ct), nb);
   }
   E->end_loop(E);
   E->end_if(E);

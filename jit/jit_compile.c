@@ -8,6 +8,17 @@
 ** through the interpreter with a warning). A Lua number whose value changes
 ** between calls becomes a run-time kernel argument ("dynamic") instead of
 ** recompiling again (PyTorch's automatic dynamic, for scalars).
+**
+** Sizes. A miss whose trace equals a variant's but for geometry (sizes,
+** strides, offsets: a new batch size) and Lua number values is a size miss.
+** Kernels take the counts a batch dim turns into at run time (cg.h, "Run-time
+** sizes"), so the new variant's kernels mostly hit the memory cache: only
+** those whose code depends on the size compile (a reduction over the batch
+** inside a row, e.g. the mean of a loss; size-1 dims, which are dropped).
+** The first size miss prints a note, then (or from the start with
+** TD_COMPILE_DYNAMIC, opts.dynamic) sizes are dynamic: size misses are
+** logged only with TIDE_LOG=recompiles and never hit the variant limit (the
+** least recently used variant of a size family is evicted instead).
 */
 #include "jit_rec.h"
 #include <stdio.h>
@@ -27,6 +38,8 @@ typedef struct Variant {
   JitExec *exec;
   char *text;                /* graph + schedule + code, for explain */
   int64_t calls;
+  int64_t last;              /* cf->tick of the last call that used it (LRU eviction) */
+  char *skey; size_t nskey;  /* trace_key with geometry and scalar values erased */
   int32_t refs;              /* the compiled function, and autograd nodes (a backward variant) */
   struct Variant *bwd;       /* AOT: the backward of a value returned with history */
 } Variant;
@@ -39,6 +52,8 @@ struct td_compiled {
   JitRec *rec;
   uint64_t rng_seed, rng_off;
   int warned_limit, eager_grad;
+  int dyn_sizes;                   /* size misses: quiet, evicting (opts.dynamic or after the first) */
+  int64_t tick;
   int nargs;                       /* input slots of the arguments */
   char *text;
 };
@@ -66,9 +81,12 @@ static int log_flags(void)
 
 /* -- Keys ------------------------------------------------------------------------------- */
 
+static void erase_geometry(JitView *v) { v->offset = 0; memset(v->sizes, 0, sizeof v->sizes); memset(v->strides, 0, sizeof v->strides); }
+
 /* The key of a trace: its records (line numbers and scheduler flags cleared,
-** dynamic scalar values zeroed), operand views, outputs and effects, as bytes. */
-static char *trace_key(const JitTrace *t, size_t *n)
+** dynamic scalar values zeroed), operand views, outputs and effects, as bytes.
+** shape: the size-family key, without sizes, strides, offsets and scalar values. */
+static char *trace_key_of(const JitTrace *t, size_t *n, bool shape)
 {
   size_t sz = (size_t)t->nins * sizeof(JitIns) + (size_t)t->nviews * sizeof(JitView) +
               (size_t)t->nouts * sizeof(JitView) + (size_t)t->neffects * sizeof(JitEffect) + 16;
@@ -80,14 +98,20 @@ static char *trace_key(const JitTrace *t, size_t *n)
     JitIns c = t->ins[i];
     c.line = 0; c.flags &= JIT_IF_DYN | JIT_IF_OUTPUT;
     if (c.flags & JIT_IF_DYN) c.value = 0;
+    if (shape) { c.flags &= JIT_IF_OUTPUT; c.value = 0; memset(c.sizes, 0, sizeof c.sizes); }
     memcpy(p, &c, sizeof c); p += sizeof c;
   }
-  memcpy(p, t->views, (size_t)t->nviews * sizeof(JitView)); p += (size_t)t->nviews * sizeof(JitView);
-  memcpy(p, t->outs, (size_t)t->nouts * sizeof(JitView)); p += (size_t)t->nouts * sizeof(JitView);
+  memcpy(p, t->views, (size_t)t->nviews * sizeof(JitView));
+  for (int i = 0; shape && i < t->nviews; i++) erase_geometry((JitView *)p + i);
+  p += (size_t)t->nviews * sizeof(JitView);
+  memcpy(p, t->outs, (size_t)t->nouts * sizeof(JitView));
+  for (int i = 0; shape && i < t->nouts; i++) erase_geometry((JitView *)p + i);
+  p += (size_t)t->nouts * sizeof(JitView);
   memcpy(p, t->effects, (size_t)t->neffects * sizeof(JitEffect)); p += (size_t)t->neffects * sizeof(JitEffect);
   *n = (size_t)(p - k);
   return k;
 }
+static char *trace_key(const JitTrace *t, size_t *n) { return trace_key_of(t, n, false); }
 
 /* 64-bit multiply-xorshift over 8-byte words (the key is ~250 bytes per record) */
 static uint64_t key_hash(const char *k, size_t n)
@@ -196,7 +220,7 @@ static void variant_free(Variant *v)
   variant_free(v->bwd);
   jit_exec_free(v->exec);
   if (v->plan) jit_plan_free(v->plan);
-  free(v->fns); free(v->key); free(v->text);
+  free(v->fns); free(v->key); free(v->skey); free(v->text);
   v->t.ninputs = v->raw.ninputs = 0;
   jit_trace_clear(&v->t); jit_trace_clear(&v->raw);
   free(v);
@@ -319,6 +343,7 @@ TD_API td_compiled *td_compile_new(const char *name, int flags)
   if (!cf) return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory");
   snprintf(cf->name, sizeof cf->name, "%s", name && *name ? name : "function");
   cf->flags = flags;
+  cf->dyn_sizes = (flags & TD_COMPILE_DYNAMIC) != 0;
   return cf;
 }
 
@@ -368,6 +393,54 @@ static Variant *find_variant(td_compiled *cf, const char *key, size_t nkey)
   return NULL;
 }
 
+/* -- Size families ---------------------------------------------------------------------------- */
+
+static bool same_family(const Variant *v, const char *skey, size_t n)
+{ return v->skey && v->nskey == n && !memcmp(v->skey, skey, n); }
+
+/* The most recently used variant whose trace differs from skey's only in
+** geometry and Lua number values, or NULL. */
+static Variant *find_family(td_compiled *cf, const char *skey, size_t n)
+{
+  Variant *best = NULL;
+  for (int i = 0; i < cf->nv; i++)
+    if (same_family(cf->v[i], skey, n) && (!best || cf->v[i]->last > best->last)) best = cf->v[i];
+  return best;
+}
+
+/* Lua numbers that differ from family member o's become run-time arguments
+** (a number derived from the batch size changes with it). Returns how many. */
+static int family_scalars(td_compiled *cf, const Variant *o, JitTrace *t)
+{
+  int nd = 0;
+  for (int i = 0; i < t->nins && i < o->raw.nins; i++) {
+    const JitIns *x = &t->ins[i], *y = &o->raw.ins[i];
+    if (x->op != JIT_OP_SCALAR || x->value == y->value || (x->flags & JIT_IF_DYN) || x->slot >= JIT_MAX_DYN) continue;
+    cf->dyn[x->slot / 8] |= (uint8_t)(1 << (x->slot % 8));
+    nd++;
+  }
+  return nd;
+}
+
+/* At the limit, a size miss frees the least recently used variant that has a
+** size sibling (one of the new trace's family, or of another variant's). */
+static void evict_lru(td_compiled *cf, const char *skey, size_t n)
+{
+  int best = -1;
+  for (int i = 0; i < cf->nv; i++) {
+    bool sib = same_family(cf->v[i], skey, n);
+    for (int j = 0; j < cf->nv && !sib; j++) sib = j != i && cf->v[j]->skey && same_family(cf->v[i], cf->v[j]->skey, cf->v[j]->nskey);
+    if (sib && (best < 0 || cf->v[i]->last < cf->v[best]->last)) best = i;
+  }
+  if (best < 0) return;
+  variant_free(cf->v[best]);    /* autograd nodes may still hold its backward (refs) */
+  memmove(&cf->v[best], &cf->v[best + 1], sizeof cf->v[0] * (size_t)(cf->nv - best - 1));
+  cf->nv--;
+}
+
+static int variant_nkernels(const Variant *v)
+{ return (v->plan ? v->plan->nkernels : 0) + (v->bwd && v->bwd->plan ? v->bwd->plan->nkernels : 0); }
+
 TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_tensor **results, int mode)
 {
   JitRec *r = cf->rec;
@@ -377,7 +450,10 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
   int yk = -1;                     /* AOT: the output whose backward is compiled ahead of time */
   int nargs = cf->nargs;
   int rc = 0, nres = 0;
-  char *key = NULL; size_t nkey = 0;
+  char *key = NULL, *skey = NULL; size_t nkey = 0, nskey = 0;
+  char why[400];
+  bool size_miss = false;          /* the trace differs from a variant only in sizes */
+  CgStats st0 = { 0 };
   Variant *v = NULL, *tmp = NULL;
   /* outputs: returned traced tensors, then the .grad of leaves set during the trace */
   int *outk = calloc((size_t)nout + (size_t)r->ngrads + 1, sizeof *outk);
@@ -414,15 +490,22 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
   mark_dyn(cf, t);
   if (!(key = trace_key(t, &nkey))) { rc = TD_ERR_NOMEM; goto done; }
   v = find_variant(cf, key, nkey);
+  if (!v && !(skey = trace_key_of(t, &nskey, true))) { rc = TD_ERR_NOMEM; goto done; }
   if (!v && cf->nv) {
-    char why[400];
-    int dyn = explain_miss(cf, cf->v[cf->nv - 1], t, nargs, why, sizeof why);
+    Variant *fam = find_family(cf, skey, nskey);
+    int dyn = explain_miss(cf, fam ? fam : cf->v[cf->nv - 1], t, nargs, why, sizeof why);
+    size_miss = fam && !dyn;       /* explain_miss's dyn: same geometry, only numbers changed */
+    if (size_miss) dyn = family_scalars(cf, fam, t);
     if (dyn) {                     /* re-key with the new dynamic scalars */
       mark_dyn(cf, t); free(key);
       if (!(key = trace_key(t, &nkey))) { rc = TD_ERR_NOMEM; goto done; }
       v = find_variant(cf, key, nkey);
     }
-    if (!v && cf->nv >= JIT_MAX_VARIANTS) {
+    if (v) size_miss = false;
+    else if (size_miss) {          /* sizes never hit the limit: reported after the build */
+      if (cf->nv >= JIT_MAX_VARIANTS) evict_lru(cf, skey, nskey);
+      cg_stats(&st0);
+    } else if (cf->nv >= JIT_MAX_VARIANTS) {
       if (!cf->warned_limit)
         fprintf(stderr, "tide.compile: %s has %d compiled variants (the limit); calls that match none run "
                 "through the interpreter (last reason: %s)\n", cf->name, cf->nv, why);
@@ -444,9 +527,20 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
       if (!nv) { rc = TD_ERR_STATE; goto done; }
       interp = true;
     }
-    if (interp) tmp = nv; else cf->v[cf->nv++] = nv;
+    if (interp) tmp = nv;
+    else { cf->v[cf->nv++] = nv; nv->skey = skey; nv->nskey = nskey; skey = NULL; }
     v = nv;
+    if (size_miss && !interp) {
+      CgStats st1;
+      cg_stats(&st1);
+      if (mode == TD_COMPILE_RUN && (!cf->dyn_sizes || (log_flags() & LOG_RECOMPILES)))
+        fprintf(stderr, "tide.compile: new sizes for %s (%s); kernels shared, %lld of %d compiled%s\n", cf->name, why,
+                (long long)(st1.kernels_compiled - st0.kernels_compiled), variant_nkernels(nv),
+                cf->dyn_sizes ? "" : "; sizes are dynamic from now on");
+      cf->dyn_sizes = 1;
+    }
   }
+  v->last = ++cf->tick;
   if (mode != TD_COMPILE_RUN) {
     free(cf->text);
     cf->text = mode == TD_COMPILE_DOT ? jit_trace_dot(&v->t) : strdup(v->text ? v->text : "");
@@ -481,7 +575,7 @@ done:
   }
   variant_free(tmp);
   jit_aot_clear(&aot);
-  free(key); free(outk);
+  free(key); free(skey); free(outk);
   jit_rec_free(r); cf->rec = NULL;
   return rc;
 }

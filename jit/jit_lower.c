@@ -814,7 +814,7 @@ static int lower_finish(Lower *L, JitRef anchor_red)
   bool flat = pointwise && L->nout == 0 && L->npass == 1;
   k->nouter = flat ? 0 : L->nout;
   for (int d = 0; d < L->nout; d++) k->osize[d] = L->vs[d];
-  k->inner = flat ? (inner < LW_FLAT_INNER ? (inner > 0 ? inner : 1) : LW_FLAT_INNER) : (L->npass ? inner : 1);
+  k->inner = flat ? (inner > 0 ? LW_FLAT_INNER : 1) : (L->npass ? inner : 1);   /* flat: not from the run-time size */
   k->flat = flat ? inner : 0;
   k->nbuf = L->out->nbuf;
   for (int i = 0; i < k->nbuf; i++) k->buf_dtype[i] = (int8_t)L->t->ins[L->out->bufs[i]].dtype;

@@ -197,7 +197,7 @@ TD_API uint64_t td_version(const td_tensor *t);
 ** among the compiled variants (compiling on a miss), runs it and returns the
 ** outputs as real tensors. */
 typedef struct td_compiled td_compiled;
-enum { TD_COMPILE_FALLBACK_EAGER = 1 };
+enum { TD_COMPILE_FALLBACK_EAGER = 1, TD_COMPILE_DYNAMIC = 2 };   /* DYNAMIC: sizes are run-time values from the start */
 enum { TD_COMPILE_RUN = 0, TD_COMPILE_EXPLAIN = 1, TD_COMPILE_DOT = 2 };
 /* td_compile_end's positive result: run the function eagerly instead (its
 ** outputs need autograd history that the compiled code does not build). */

@@ -54,4 +54,38 @@ function H.raises(f, ...)
   return err
 end
 
+-- H.stderr_of(fn, ...): what fn(...) wrote to stderr (Lua's io.stderr and C's
+-- fprintf(stderr): file descriptor 2 points at a temporary file meanwhile),
+-- then fn's results; an error in fn is re-raised after stderr is restored
+local libc
+function H.stderr_of(fn, ...)
+  if not libc then
+    local ffi = require "ffi"
+    for _, decl in ipairs {
+      "int dup(int oldfd);", "int dup2(int oldfd, int newfd);", "int close(int fd);",
+      "int creat(const char *pathname, unsigned int mode);",
+    } do pcall(ffi.cdef, decl) end
+    libc = ffi.C
+  end
+  io.stderr:flush()
+  local path = os.tmpname()
+  local fd = libc.creat(path, 384)
+  assert(fd >= 0, "cannot create " .. path)
+  local saved = libc.dup(2)
+  libc.dup2(fd, 2)
+  libc.close(fd)
+  local res = { n = 0 }
+  local function collect(ok, ...) res.ok, res.n = ok, select("#", ...); for i = 1, res.n do res[i] = select(i, ...) end end
+  collect(pcall(fn, ...))
+  io.stderr:flush()
+  libc.dup2(saved, 2)
+  libc.close(saved)
+  local f = io.open(path, "rb")
+  local text = f:read("*a")
+  f:close()
+  os.remove(path)
+  if not res.ok then error(res[1], 0) end
+  return text, unpack(res, 1, res.n)
+end
+
 return H

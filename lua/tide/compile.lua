@@ -3,9 +3,11 @@ tide.compile -- compiled functions. tide.compile(fn, opts) returns a callable
 object; each call traces fn (its ops are recorded, no kernels run), finds the
 compiled variant for that trace (compiling on a miss, printing why) and runs
 its fused kernels. The trace is the guard: shapes, dtypes, the ops Lua chose,
-the Lua numbers used (a number that changes becomes a kernel argument). The
+the Lua numbers used (a number that changes becomes a kernel argument; so do
+sizes: a new batch size reuses the compiled kernels). The
 C side is jit/jit_compile.c; this file handles arguments and returns.
 --]]
+local bit = require "bit"
 local core = require "tide.core"
 local ffi, C = core.ffi, core.C
 local is_tensor = core.is_tensor
@@ -98,7 +100,10 @@ local function name_of(fn)
   return (info.short_src or "?"):match("[^/]*$") .. ":" .. (info.linedefined or 0)
 end
 
--- tide.compile(fn, {fallback = "eager", name = "step"})
+-- tide.compile(fn, {fallback = "eager", name = "step", dynamic = true})
+-- dynamic: sizes (a batch dim) are run-time values from the first call: a new
+-- size builds a variant whose kernels are shared (no note, no variant limit).
+-- Without it this starts after the first new size.
 function M.compile(fn, opts)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
     core.raise(("bad argument #1 to 'compile' (function expected, got %s)"):format(type(fn)))
@@ -107,8 +112,12 @@ function M.compile(fn, opts)
   if opts.fallback ~= nil and opts.fallback ~= "eager" and opts.fallback ~= "error" then
     core.raise(("compile: fallback must be \"eager\" or \"error\", got %s"):format(tostring(opts.fallback)))
   end
+  if opts.dynamic ~= nil and type(opts.dynamic) ~= "boolean" then
+    core.raise(("compile: dynamic must be a boolean, got %s"):format(type(opts.dynamic)))
+  end
   local name = opts.name or (type(fn) == "function" and name_of(fn) or "module")
-  local flags = opts.fallback == "eager" and C.TD_COMPILE_FALLBACK_EAGER or 0
+  local flags = bit.bor(opts.fallback == "eager" and C.TD_COMPILE_FALLBACK_EAGER or 0,
+                        opts.dynamic and C.TD_COMPILE_DYNAMIC or 0)
   local cf = C.td_compile_new(name, flags)
   if cf == nil then core.fail() end
   return setmetatable({ fn = fn, cf = ffi.gc(cf, C.td_compile_free), name = name,

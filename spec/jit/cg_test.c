@@ -183,6 +183,18 @@ static CgKernel *k_sincos(int64_t n, int64_t inner)
   return kb_done(&b, "sincos");
 }
 
+/* flat y = exp(x), float32 (the inline vector expf of cg_vmath.h) */
+static CgKernel *k_exp(int64_t n)
+{
+  int8_t d[2] = { TD_FLOAT32, TD_FLOAT32 };
+  KB b = kb_new(2, d, 0, NULL, 1 << 14, n, 0);
+  int ax = A(&b, 0, 0, NULL, 1), ay = A(&b, 1, 0, NULL, 1);
+  PASS(&b);
+  ST(&b, ay, U(&b, RT_OP_EXP, TD_FLOAT32, LD(&b, ax, TD_FLOAT32)));
+  ENDP(&b);
+  return kb_done(&b, "exp");
+}
+
 /* every unary float op, one output buffer each; scalar: an int64 value forces a scalar pass */
 static CgKernel *k_unary(int dt, int scalar, int64_t n)
 {
@@ -378,6 +390,43 @@ static void t_sincos(CgKernel *k, CgKernelFn fn)
   cg_kernel_run(k, fn, bufs, NULL);
   check_f("flat sin^2+cos^2 (vector pass, padded tail)", y, r, n, 1e-6);
   free(x); free(y); free(r);
+}
+
+/* vector expf against libm's expf, in ulps (the distance of the bit patterns),
+** on a dense sample of every float in [-104, 89] (step 577 through the bit
+** patterns, the sign's two halves) with every 37th value special: NaNs, the
+** infinities, the overflow and underflow edges (so vectors mix the fast path
+** and the full one) */
+static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static void t_exp(CgKernel *k, CgKernelFn fn)
+{
+  static const float sp[] = { NAN, -NAN, INFINITY, -INFINITY, 88.72283f, 88.722839f, 89.0f, 100.0f, 1e30f, -1e30f,
+    -87.33654f, -87.3366f, -103.972076f, -103.972084f, -104.0f, -200.0f, 86.0f, -86.0f, 86.00001f, -86.00001f,
+    0.0f, -0.0f, 1e-30f, -1e-45f, 0.34657359f, -0.34657359f };
+  int64_t n = k->flat, nsp = sizeof sp / sizeof sp[0];
+  float *x = xmalloc(n * 4), *y = xmalloc(n * 4);
+  uint32_t lo[2] = { 0x80000000u, f2u(0.0f) }, hi[2] = { f2u(-104.0f), f2u(89.0f) }, b = lo[0];
+  for (int64_t i = 0, h = 0, s = 0; i < n; i++) {
+    if (i % 37 == 0) { x[i] = sp[s++ % nsp]; continue; }
+    x[i] = u2f(b);
+    b = b + 577 > hi[h] ? (h = !h, lo[h] + (b % 577)) : b + 577;
+  }
+  char *bufs[2] = { (char *)x, (char *)y };
+  cg_kernel_run(k, fn, bufs, NULL);
+  int64_t worst = 0, wi = 0, nbad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    float want = expf(x[i]);
+    int64_t e = isnan(want) ? (isnan(y[i]) ? 0 : INT64_MAX) : y[i] == want ? 0 : isinf(want) || isinf(y[i]) ? INT64_MAX
+              : llabs((int64_t)f2u(y[i]) - (int64_t)f2u(want));
+    if (e > 2) nbad++;
+    if (e > worst) { worst = e; wi = i; }
+  }
+  char why[200];
+  snprintf(why, sizeof why, "%lld values off by > 2 ulp; worst x=%a: got %a want %a", (long long)nbad, x[wi], y[wi], expf(x[wi]));
+  report(worst <= 2, "float32 vector exp within 2 ulp of expf (dense sample of [-104, 89], specials)", why);
+  fprintf(stderr, "vector expf: %lld values, max %lld ulp at x=%a\n", (long long)n, (long long)worst, x[wi]);
+  free(x); free(y);
 }
 
 static void t_unary(CgKernel *k, CgKernelFn fn, int dt, const char *what)
@@ -683,9 +732,10 @@ int main(int argc, char **argv)
 {
   if (argc > 1 && !strcmp(argv[1], "bench")) return bench();
   const char *csrc = argc > 2 && !strcmp(argv[1], "csrc") ? argv[2] : NULL;
-  enum { KSIN, KUN32, KUN64, KUNS, KBIN32, KBIN64, KBINS, KINT, KRED32, KRED64, KREDI, KSOFT, KSTR, KARG, KWH, KROW, KN };
+  enum { KSIN, KEXP, KUN32, KUN64, KUNS, KBIN32, KBIN64, KBINS, KINT, KRED32, KRED64, KREDI, KSOFT, KSTR, KARG, KWH, KROW, KN };
   CgKernel *ks[KN];
   ks[KSIN] = k_sincos(100003, 4096);
+  ks[KEXP] = k_exp(4000037);
   ks[KUN32] = k_unary(TD_FLOAT32, 0, 1003); ks[KUN64] = k_unary(TD_FLOAT64, 0, 1003); ks[KUNS] = k_unary(TD_FLOAT32, 1, 1003);
   ks[KBIN32] = k_binary(TD_FLOAT32, 0, 1003); ks[KBIN64] = k_binary(TD_FLOAT64, 0, 1003); ks[KBINS] = k_binary(TD_FLOAT32, 1, 1003);
   ks[KINT] = k_int(1003);
@@ -699,6 +749,7 @@ int main(int argc, char **argv)
   if (rc) { printf("%s\n", td_last_error()); return 1; }
   fprintf(stderr, "batch of %d kernels: %.1f ms\n", KN, now_ms() - t0);
   t_sincos(ks[KSIN], fns[KSIN]);
+  t_exp(ks[KEXP], fns[KEXP]);
   t_unary(ks[KUN32], fns[KUN32], TD_FLOAT32, "float32 vector");
   t_unary(ks[KUN64], fns[KUN64], TD_FLOAT64, "float64 vector");
   t_unary(ks[KUNS], fns[KUNS], TD_FLOAT32, "float32 scalar");

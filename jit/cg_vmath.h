@@ -1,0 +1,98 @@
+/*
+** cg_vmath.h -- inline vector math of the walker: expf on float32 vectors as a
+** polynomial in emitter primitives (no libmvec call). Part of cg_walk.c
+** (included once, uses its W and helpers), as cg_walk_col.h.
+*/
+
+/*
+** exp(x) = 2^n * exp(r), n = round(x / ln2), r = x - n*ln2 in [-ln2/2, ln2/2].
+** - n without a float->int conversion: t = x*log2e + 1.5*2^23 rounds x*log2e
+**   to an integer in t's low mantissa bits (|x*log2e| < 2^22): bits(t) =
+**   0x4b400000 + n, so bits(t) << 23 = n << 23 (mod 2^32), and t - 1.5*2^23
+**   is n as a float, exactly.
+** - Cody-Waite: r = (x - n*L2U) - n*L2L, ln2 = L2U + L2L, L2U with 15
+**   significant bits (n*L2U exact for |n| < 2^9, x - n*L2U exact by Sterbenz).
+**   Within 1 ulp with or without FMA contraction (GCC contracts here).
+** - exp(r) = 1 + r + r^2 * u(r), u of degree 5 (Horner): the minimax
+**   coefficients of SLEEF's xexpf (u10), which PyTorch's Vectorized<float>::exp
+**   uses too; 1 + (r + r^2 u) last keeps the rounding error below 1 ulp.
+** - 2^n: n << 23 added to the exponent bits of p = exp(r) in [0.70, 1.42].
+**   Valid while the exponent stays normal: |n| <= 125, taken for |x| <= 86.
+** Any lane with |x| > 86 (or inf, NaN) sends the whole vector to the full
+** version, right on every input and equal to the fast one where that is
+** valid (one test and branch per vector: the OR of the lanes' tests as a
+** scalar; GCC moves the full version out of line; the zero-padded remainder
+** vector takes it without a test). From the same p and n:
+** - 2^n in two steps, p * 2^n1 * 2^n2, n1 = round(n/2), n2 = n - n1 in
+**   [-75, 75] (both normal): the product rounds once, so overflow gives inf
+**   and -104 <= x < -87.3 gives the right subnormals (below -103.97 +0);
+** - |x| > 104 (inf, NaN): +inf for x > 0, +0 for x < 0, NaN lanes take x.
+**   Their garbage factors are zeroed before the product: a product rounding
+**   to a subnormal or 0 costs a microcode assist per lane (-inf or -1e9 in
+**   masked softmax rows).
+** Max error 1 ulp against glibc's expf over every float in [-104, 89]
+** (spec/jit/cg_test.c samples it; libmvec's _ZGVdN8v_expf reaches 3 ulp).
+*/
+#define VX_MAGIC 12582912.0               /* 1.5 * 2^23 */
+
+/* a*b + c (contracted to an FMA by GCC under -march=x86-64-v3) */
+static int vx_fma(W *w, int a, int b, int c)
+{ int t = w->ty[a]; return op2(w, t, CG_E_ADD, op2(w, t, CG_E_MUL, a, b), c); }
+
+/* exp(r) for x with |x*log2e| < 2^22: sets *t (n in its low bits), *nf (n) */
+static int vx_exp_core(W *w, int x, int *t, int *nf)
+{
+  int T = w->ty[x];
+  *t = vx_fma(w, x, hc(w, T, 1.44269504088896341), hc(w, T, VX_MAGIC));
+  *nf = op2(w, T, CG_E_SUB, *t, hc(w, T, VX_MAGIC));
+  int r = op2(w, T, CG_E_SUB, x, op2(w, T, CG_E_MUL, *nf, hc(w, T, 0.693145751953125)));
+  r = op2(w, T, CG_E_SUB, r, op2(w, T, CG_E_MUL, *nf, hc(w, T, 1.428606765330187045e-06)));
+  static const double c[6] = { 0.000198527617612853646278381, 0.00139304355252534151077271,
+    0.00833336077630519866943359, 0.0416664853692054748535156, 0.166666671633720397949219, 0.5 };
+  int u = hc(w, T, c[0]);
+  for (int i = 1; i < 6; i++) u = vx_fma(w, u, r, hc(w, T, c[i]));
+  return op2(w, T, CG_E_ADD, hc(w, T, 1), vx_fma(w, op2(w, T, CG_E_MUL, r, r), u, r));
+}
+
+/* p * 2^n from the bits: n << 23 = bits(t) << 23 added to p's exponent */
+static int vx_ldexp(W *w, int p, int t)
+{
+  int U = utype(w->ty[p]);
+  return bitc(w, op2(w, U, CG_E_ADD, bitc(w, p, U), op2(w, U, CG_E_SHL, bitc(w, t, U), hci(w, U, 23))), w->ty[p]);
+}
+
+/* exp(x) on every input (edges, subnormal results) from the core's p, nf */
+static int vx_expf_full(W *w, int x, int p, int nf)
+{
+  int T = w->ty[x], U = utype(T);
+  int u = bitc(w, x, U), a = op2(w, U, CG_E_BAND, u, hci(w, U, 0x7fffffff));
+  int ok = op1(w, U, CG_E_BNOT, topbit(w, op2(w, U, CG_E_SUB, hci(w, U, 0x42d00000), a)));   /* |x| <= 104 */
+  int t1 = vx_fma(w, nf, hc(w, T, 0.5), hc(w, T, VX_MAGIC));          /* n1 = round(n/2) */
+  int n2 = op2(w, T, CG_E_SUB, nf, op2(w, T, CG_E_SUB, t1, hc(w, T, VX_MAGIC)));
+  int t2 = op2(w, T, CG_E_ADD, n2, hc(w, T, VX_MAGIC));
+  int s2 = op2(w, U, CG_E_ADD, op2(w, U, CG_E_SHL, bitc(w, t2, U), hci(w, U, 23)), hci(w, U, 0x3f800000));
+  int y = op2(w, T, CG_E_MUL, bitc(w, op2(w, U, CG_E_BAND, bitc(w, vx_ldexp(w, p, t1), U), ok), T),
+              bitc(w, op2(w, U, CG_E_BAND, s2, ok), T));
+  int edge = op2(w, U, CG_E_BAND, hci(w, U, 0x7f800000), op1(w, U, CG_E_BNOT, topbit(w, u)));   /* x > 0: inf, x < 0: +0 */
+  y = w_sel(w, ok, y, bitc(w, edge, T));
+  return w_sel(w, topbit(w, op2(w, U, CG_E_SUB, hci(w, U, 0x7f800000), a)), x, y);   /* NaN: x */
+}
+
+/* expf of a float32 vector x */
+static int w_vexpf(W *w, int x)
+{
+  int T = w->ty[x], U = utype(T), t, nf, p = vx_exp_core(w, x, &t, &nf);
+  if (w->mode == MODE_VTAIL) return vx_expf_full(w, x, p, nf);   /* once per row: no test */
+  int res = var(w, T, vx_ldexp(w, p, t));
+  /* lanes with |x| > 86: top bit of bits(86) - |x|'s bits, OR-ed over the
+  ** lanes taken in pairs (uint64) */
+  int a = op2(w, U, CG_E_BAND, bitc(w, x, U), hci(w, U, 0x7fffffff));
+  int d = var(w, CT_VU64, bitc(w, op2(w, U, CG_E_SUB, hci(w, U, 0x42ac0000), a), CT_VU64));
+  int any = lane_get(w, d, hci(w, CT_I64, 0));
+  for (int j = 1; j < w->vl / 2; j++) any = op2(w, CT_U64, CG_E_BOR, any, lane_get(w, d, hci(w, CT_I64, j)));
+  any = op2(w, CT_U64, CG_E_BAND, any, hci(w, CT_U64, (int64_t)0x8000000080000000ull));
+  w->e->begin_if(w->e, op2(w, CT_BOOL, CG_E_NE, any, hci(w, CT_U64, 0)));
+  w->e->emit_assign(w->e, res, vx_expf_full(w, x, p, nf));
+  w->e->end_if(w->e);
+  return res;
+}
