@@ -195,6 +195,9 @@ static void c_load(CgEmitter *e, int v, int ty, int buf, int idx)
   else line(c, "%s %s = p%d[%s];", c_tyname[ty], local(c, v, ty), buf, ix);
 }
 
+static void c_prefetch(CgEmitter *e, int buf, int idx)
+{ CE *c = (CE *)e; line(c, "__builtin_prefetch(p%d + %s);", buf, nm(c, idx)); }
+
 static void c_store(CgEmitter *e, int ty, int buf, int idx, int val)
 {
   CE *c = (CE *)e;
@@ -265,7 +268,7 @@ static int c_end_kernel(CgEmitter *e)
 static void c_init(CE *c)
 {
   memset(c, 0, sizeof *c);
-  c->em = (CgEmitter){ c_begin_kernel, c_end_kernel, c_const, c_arg, c_dim, c_op, c_call, c_load, c_store, c_var,
+  c->em = (CgEmitter){ c_begin_kernel, c_end_kernel, c_const, c_arg, c_dim, c_op, c_call, c_load, c_store, c_prefetch, c_var,
                        c_assign, c_lane_get, c_lane_set, c_begin_loop, c_end, c_begin_if, c_end, c_comment };
 }
 static void c_free(CE *c)

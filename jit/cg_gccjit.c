@@ -196,6 +196,15 @@ static void g_load(CgEmitter *e, int v, int ty, int buf, int idx)
 static void g_store(CgEmitter *e, int ty, int buf, int idx, int val)
 { GE *g = (GE *)e; gcc_jit_block_add_assignment(g->cur, NULL, g_elem(g, ty, buf, idx), R(g, val)); }
 
+static void g_prefetch(CgEmitter *e, int buf, int idx)
+{
+  GE *g = (GE *)e;
+  gcc_jit_function *pf = gcc_jit_context_get_builtin_function(g->ctx, "__builtin_prefetch");
+  gcc_jit_rvalue *a = gcc_jit_lvalue_get_address(gcc_jit_context_new_array_access(g->ctx, NULL, g->bufp[buf], R(g, idx)), NULL);
+  a = gcc_jit_context_new_cast(g->ctx, NULL, a, gcc_jit_type_get_pointer(gcc_jit_type_get_const(gcc_jit_context_get_type(g->ctx, GCC_JIT_TYPE_VOID))));
+  gcc_jit_block_add_eval(g->cur, NULL, gcc_jit_context_new_call(g->ctx, NULL, pf, 1, &a));
+}
+
 static void g_var(CgEmitter *e, int v, int ty, int init) { GE *g = (GE *)e; g_def(g, v, ty, R(g, init)); }
 static void g_assign(CgEmitter *e, int var, int val)
 { GE *g = (GE *)e; gcc_jit_block_add_assignment(g->cur, NULL, g->lv[var], R(g, val)); }
@@ -299,7 +308,7 @@ static int g_end_kernel(CgEmitter *e)
 static void g_init(GE *g, int vl)
 {
   memset(g, 0, sizeof *g);
-  g->em = (CgEmitter){ g_begin_kernel, g_end_kernel, g_const, g_arg, g_dim, g_op, g_call, g_load, g_store, g_var,
+  g->em = (CgEmitter){ g_begin_kernel, g_end_kernel, g_const, g_arg, g_dim, g_op, g_call, g_load, g_store, g_prefetch, g_var,
                        g_assign, g_lane_get, g_lane_set, g_begin_loop, g_end_loop, g_begin_if, g_end_if, g_comment };
   g->vl = vl;
   gcc_jit_context *c = g->ctx = gcc_jit_context_acquire();

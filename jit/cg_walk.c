@@ -48,6 +48,7 @@ typedef struct {
   int vt, mt, L, fdt;     /* vector pass: float vector type, mask type, lanes, float dtype */
   int hi, hm;             /* element index var, tail lane count */
   int dim[CG_NDIMS];      /* run-time sizes (cg.h): handles of dims[] */
+  int pf;                 /* a row kernel of several passes: pass 1 prefetches the next row */
   int rc;
 } W;
 
@@ -603,6 +604,27 @@ static void emit_row_ins(W *w, int i)
   int m = w->mode; w->mode = MODE_ROW; w_ins(w, i, NULL, -1); w->mode = m;
 }
 
+/* A row kernel of several passes reads its row from memory in pass 0 and from
+** cache after: while pass 1 computes, the next row's pass-0 loads are
+** prefetched at the same column, so memory and arithmetic overlap (softmax's
+** exp pass would otherwise leave the memory idle). */
+static void w_prefetch_next(W *w)
+{
+  const CgKernel *k = w->k;
+  if (!w->pf) return;
+  uint64_t done[4] = { 0 };          /* accesses already prefetched (the first 256) */
+  for (int i = 0; i < k->nins; i++) {
+    const CgIns *in = &k->ins[i];
+    if (in->kind != CG_LOAD || in->level != 1 || in->pass != 0 || in->acc >= 256) continue;
+    const CgAccess *ac = &k->acc[in->acc];
+    int64_t rs = ac->ostride[k->nouter - 1];
+    if (ac->istride != 1 || rs == 0 || (done[in->acc / 64] >> (in->acc % 64) & 1)) continue;
+    done[in->acc / 64] |= 1ull << (in->acc % 64);
+    w->e->emit_prefetch(w->e, ac->buf, op2(w, CT_I64, CG_E_ADD, w->base[in->acc],
+                                           op2(w, CT_I64, CG_E_ADD, hci(w, CT_I64, rs), w->hi)));
+  }
+}
+
 /* pass beginning at ins s (a CG_PASS); returns the index after it */
 static int w_pass(W *w, int s, int n)
 {
@@ -665,6 +687,7 @@ static int w_pass(W *w, int s, int n)
     int hi = op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1));
     E->begin_loop(E, w->hi, zero, hi, w->L);
     for (int i = s + 1; i < e; i++) if (w->inpass[i] == 1) w_ins(w, i, accv, -1);
+    if (k->ins[s].pass == 1) w_prefetch_next(w);
     E->end_loop(E);
     E->begin_if(E, op2(w, CT_BOOL, CG_E_LT, w->hi, n));
     E->comment(E, "remainder: one zero-padded vector");
@@ -742,7 +765,9 @@ int cg_walk(const CgKernel *k, CgEmitter *E, int vlanes)
     if (d == CG_DIM_N ? k->flat > 0 || k->cred > 0 : k->cred > 0) { w->dim[d] = w_new(w, CT_I64); E->emit_dim(E, w->dim[d], d); }
   }
   if (k->cred > 0) { w_ckernel(w); goto done; }   /* column mode */
-  int nout = k->flat > 0 ? 0 : k->nouter, od[TD_MAX_DIMS];
+  int nout = k->flat > 0 ? 0 : k->nouter, od[TD_MAX_DIMS], npass = 0;
+  for (int i = 0; i < k->nins; i++) npass += k->ins[i].kind == CG_PASS;
+  w->pf = nout > 0 && npass > 1;
   if (nout > 0) {                           /* outer index of r0; osize[0] is not needed (run-time size) */
     int rem = 0;                            /* handle 0: r0 */
     for (int d = nout - 1; d > 0; d--) {
