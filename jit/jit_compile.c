@@ -472,7 +472,11 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
   if (!nhist || r->backward_ran || !td_grad_enabled()) yk = -1;
   /* a returned value with history: its backward is recorded now and compiled ahead of time */
   const char *no_aot = nhist > 1 && yk >= 0 ? "more than one returned tensor requires grad" : NULL;
-  if (yk >= 0 && !no_aot && jit_aot_record(r, outs[yk], &aot)) no_aot = td_last_error();
+  char aot_err[256];                /* the message outlives later calls that may set errors */
+  if (yk >= 0 && !no_aot && jit_aot_record(r, outs[yk], &aot)) {
+    snprintf(aot_err, sizeof aot_err, "%s", td_last_error());
+    no_aot = aot_err;
+  }
   jit_rec_stop(r);
   if ((rc = jit_rec_effects(r))) goto done;
   if (yk >= 0 && !no_aot) no_aot = jit_aot_effects_conflict(t, &aot);
