@@ -8,37 +8,11 @@ local ffi = require "ffi"
 local H = require "helper"
 local F = tide.nn.functional
 
--- -- Capturing stderr -------------------------------------------------------------------------
+-- -- Capturing stderr (H.stderr_of: both Lua's io.stderr and C's stderr) -------------------------
 
-for _, decl in ipairs {
-  "int dup(int oldfd);", "int dup2(int oldfd, int newfd);", "int close(int fd);",
-  "int creat(const char *pathname, unsigned int mode);", "long write(int fd, const void *buf, unsigned long count);",
-} do pcall(ffi.cdef, decl) end
+pcall(ffi.cdef, "long write(int fd, const void *buf, unsigned long count);")
 local libc = ffi.C
-
--- stderr_of(fn, ...): what fn(...) wrote to stderr (both Lua's io.stderr and C's
--- stderr), then fn's results; an error in fn is re-raised after stderr is restored
-local function stderr_of(fn, ...)
-  io.stderr:flush()
-  local path = os.tmpname()
-  local fd = libc.creat(path, 384)
-  assert(fd >= 0, "cannot create " .. path)
-  local saved = libc.dup(2)
-  libc.dup2(fd, 2)
-  libc.close(fd)
-  local res = { n = 0 }
-  local function collect(ok, ...) res.ok, res.n = ok, select("#", ...); for i = 1, res.n do res[i] = select(i, ...) end end
-  collect(pcall(fn, ...))
-  io.stderr:flush()
-  libc.dup2(saved, 2)
-  libc.close(saved)
-  local f = io.open(path, "rb")
-  local text = f:read("*a")
-  f:close()
-  os.remove(path)
-  if not res.ok then error(res[1], 0) end
-  return text, unpack(res, 1, res.n)
-end
+local stderr_of = H.stderr_of
 
 local function count(text, pattern)
   local n = 0
