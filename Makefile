@@ -7,17 +7,17 @@
 CC      ?= gcc
 OPT     ?= -O3 -march=native
 CFLAGS  ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-type-limits -Wno-unused-local-typedefs
-CFLAGS  += -fPIC -fvisibility=hidden -pthread -Iruntime
+CFLAGS  += -fPIC -fvisibility=hidden -pthread -Iruntime -Iopencl
 BLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
-LIBS    := -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lgccjit -ldl -lmvec -lm -lpthread
+LIBS    := -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lclblast -lOpenCL -lgccjit -ldl -lmvec -lm -lpthread
 LUAJIT  ?= luajit
 
 # build dir; the Lua side finds another one through TIDE_BUILD
 B ?= build
 
-SRC := $(wildcard runtime/*.c) $(wildcard jit/*.c)
+SRC := $(wildcard runtime/*.c) $(wildcard jit/*.c) $(wildcard opencl/*.c)
 OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRC))
-HDR := $(wildcard runtime/*.h) $(wildcard jit/*.h)
+HDR := $(wildcard runtime/*.h) $(wildcard jit/*.h) $(wildcard opencl/*.h)
 
 all: $(B)/libtide.so $(B)/libtide.a $(B)/tide_cdef.lua
 
@@ -59,6 +59,10 @@ install: all
 	install -m 644 lua/tide/nn/*.lua $(DESTDIR)$(LUADIR)/tide/nn/
 	install -m 644 $(B)/tide_cdef.lua $(DESTDIR)$(LUADIR)/tide/cdef.lua
 	@[ -n "$(DESTDIR)" ] || ldconfig 2>/dev/null || true
+
+# the link flags of a program using libtide.a (specs and benches build C drivers with it)
+print-libs:
+	@echo $(LIBS)
 
 deps:
 	@sh scripts/install-deps.sh

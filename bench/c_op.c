@@ -3,8 +3,7 @@
 ** 1-element float32 tensors followed by td_release of the result, in a loop.
 ** It is the floor under the Lua number (dispatcher + allocation + kernel), so
 ** the difference to bench/eager_ops.lua is the cost of the Lua/FFI layer.
-** Build (bench/run.sh does it): gcc -O2 -Iruntime bench/c_op.c build/libtide.a \
-**   -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lmvec -lm -lpthread
+** Build (bench/run.sh does it): gcc -O2 -Iruntime bench/c_op.c build/libtide.a $(make -s print-libs)
 ** Usage: TIDE_NUM_THREADS=2 BENCH_OUT=records.tsv ./c_op [ops_per_rep=1000000] [reps=7]
 ** (record appended to $BENCH_OUT in c_loops.c's TSV format; a human line on stdout)
 */

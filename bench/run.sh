@@ -39,8 +39,7 @@ has_part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 [ -f "$BUILD/libtide.a" ] || { echo "bench: $BUILD/libtide.a not found; run 'make' first" >&2; exit 1; }
 gcc -O3 -march=native -fopenmp bench/c_loops.c -o "$DIR/c_loops"
 gcc -O3 -march=native -fopenmp -shared -fPIC -DC_LOOPS_LIB bench/c_loops.c -o "$DIR/libc_loops.so"
-gcc -O2 -Iruntime bench/c_op.c "$BUILD/libtide.a" -L/usr/lib/x86_64-linux-gnu/openblas-pthread \
-  -lopenblas -lmvec -lm -lpthread -o "$DIR/c_op"
+gcc -O2 -Iruntime bench/c_op.c "$BUILD/libtide.a" $(make -s print-libs) -o "$DIR/c_op"
 gcc -O3 -march=native -ffast-math -fopenmp bench/c_fuse.c -lmvec -lm -o "$DIR/c_fuse"
 
 # A clean threading/allocator environment; each peer gets its own settings below.

@@ -10,11 +10,14 @@ validation loss, writes a checkpoint, resumes from it, and samples text.
       [--heads 4] [--dim 128] [--lr 3e-3] [--warmup 30] [--eval-every 100]
       [--ckpt char_gpt.ckpt] [--resume 1] [--sample 300] [--prompt "And God said"]
       [--temperature 0.8] [--text FILE] [--seed 0] [--bench N] [--compile 1]
+      [--device cpu|opencl|opencl:N]
 
 --bench N times N training steps (after 5 warm-up steps) and prints the median
 step time instead of training (bench/RESULTS.md, workload W3). --compile 1
 runs each training step (forward, backward, clipping, AdamW update) as one
-tide.compile'd function.
+tide.compile'd function. --device opencl trains and samples on the OpenCL
+device: the model and each batch are moved there (compiled steps run eagerly
+there).
 
 Run it from the checkout (or with LUA_PATH set as in the README); `make gpt`
 installs the packages and runs a short configuration.
@@ -27,7 +30,7 @@ local nn, F, data = tide.nn, tide.nn.functional, tide.data
 
 local opt = { steps = 300, batch = 16, block = 64, layers = 4, heads = 4, dim = 128, lr = 3e-3, warmup = 30,
   ["eval-every"] = 100, ckpt = "char_gpt.ckpt", resume = 0, sample = 300, prompt = "And God said",
-  temperature = 0.8, text = "", seed = 0, bench = 0, compile = 0 }
+  temperature = 0.8, text = "", seed = 0, bench = 0, compile = 0, device = "cpu" }
 local i = 1
 while i <= #arg do
   local k = arg[i]:match("^%-%-(.+)$")
@@ -68,7 +71,7 @@ local function batch(split)
   local idx = (starts + offsets_T):view(-1)
   local x = split:index_select(1, idx):view(opt.batch, opt.block)
   local y = split:index_select(1, idx + 1):view(opt.batch, opt.block)
-  return x, y
+  return x:to(opt.device), y:to(opt.device)
 end
 
 -- -- Model -----------------------------------------------------------------------------------------
@@ -110,14 +113,16 @@ end
 -- idx (B, T) of 1-based ids -> logits (B, T, V)
 function GPT:forward(idx)
   local T = idx:size(2)
-  local pos = tide.arange(1, T + 1)
-  local mask = tide.arange(T):view(T, 1):lt(tide.arange(T):view(1, T))
+  local on = { device = idx.device }
+  local pos = tide.arange(1, T + 1, on)
+  local mask = tide.arange(T, on):view(T, 1):lt(tide.arange(T, on):view(1, T))
   local x = self.tok(idx) + self.pos(pos)
   for _, b in ipairs(self.blocks) do x = b(x, mask) end
   return self.head(self.ln_f(x))
 end
 
-local model = GPT(vocab.size, opt.block, opt.dim, opt.layers, opt.heads)
+local model = GPT(vocab.size, opt.block, opt.dim, opt.layers, opt.heads):to(opt.device)
+if opt.device ~= "cpu" then print(("device: %s (%s)"):format(opt.device, tide.opencl.device_name())) end
 local nparams = 0
 for _, p in ipairs(model:parameters()) do nparams = nparams + p:numel() end
 print(("model: %d layers, %d heads, %d dims, %d parameters"):format(opt.layers, opt.heads, opt.dim, nparams))
@@ -206,7 +211,7 @@ local function sample(prompt, n, temperature)
     for _ = 1, n do
       local lo = math.max(1, #ctx - opt.block + 1)
       local window = { unpack(ctx, lo) }
-      local logits = model(tide.tensor({ window }, { dtype = "int64" }))
+      local logits = model(tide.tensor({ window }, { dtype = "int64", device = opt.device }))
       local p = (logits[{ 1, -1 }] / temperature):softmax(-1):totable()
       local r, acc, pick = math.random(), 0, #p
       for c = 1, #p do acc = acc + p[c]; if r < acc then pick = c; break end end

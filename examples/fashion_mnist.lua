@@ -6,11 +6,14 @@ tide.data; prints the loss, the time per epoch and the test accuracy.
 
   luajit examples/fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N]
                                     [--lr X] [--limit N] [--seed N] [--compile 1]
+                                    [--device cpu|opencl|opencl:N]
 
 (run from the checkout, or with LUA_PATH set as in the README; `make fashion`
 installs the dataset package when missing). --limit trains on the first N
 images only, for a quick run. --compile 1 runs each training step (forward,
 backward and the optimizer update) as one tide.compile'd function.
+--device opencl trains on the OpenCL device: the model and each batch are
+moved there (the data stays on the CPU); compiled steps run eagerly there.
 --]]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 local tide = require "tide"
@@ -19,12 +22,12 @@ local nn, F, data = tide.nn, tide.nn.functional, tide.data
 -- -- Options --------------------------------------------------------------------------------
 
 local opt = { model = "mlp", epochs = 3, ["batch-size"] = 128, lr = 1e-3, limit = 0, seed = 0, compile = 0,
-  dir = "/usr/share/datasets/fashion-mnist" }
+  device = "cpu", dir = "/usr/share/datasets/fashion-mnist" }
 local i = 1
 while i <= #arg do
   local k = arg[i]:match("^%-%-(.+)$")
   if not k or opt[k] == nil then
-    io.stderr:write("usage: luajit examples/fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--limit N] [--seed N] [--compile 1] [--dir PATH]\n")
+    io.stderr:write("usage: luajit examples/fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--limit N] [--seed N] [--compile 1] [--device cpu|opencl|opencl:N] [--dir PATH]\n")
     os.exit(2)
   end
   local v = arg[i + 1]
@@ -68,7 +71,9 @@ elseif opt.model == "cnn" then
 else
   error("--model must be mlp or cnn, got " .. tostring(opt.model))
 end
+model:to(opt.device)
 print(model)
+if opt.device ~= "cpu" then print(("device: %s (%s)"):format(opt.device, tide.opencl.device_name())) end
 local optim = tide.optim.Adam(model:parameters(), { lr = opt.lr })
 
 local function accuracy(X, Y)
@@ -77,8 +82,8 @@ local function accuracy(X, Y)
   tide.no_grad(function()
     for b = 1, X:size(1), 1000 do
       local n = math.min(1000, X:size(1) - b + 1)
-      local _, pred = model(X:narrow(1, b, n)):max(2)
-      correct = correct + pred:eq(Y:narrow(1, b, n)):sum():item()
+      local _, pred = model(X:narrow(1, b, n):to(opt.device)):max(2)
+      correct = correct + pred:eq(Y:narrow(1, b, n):to(opt.device)):sum():item()
     end
   end)
   model:train()
@@ -104,7 +109,7 @@ for epoch = 1, opt.epochs do
   local t0 = tide.progress.clock()
   local bar = tide.progress.bar(loader:len(), { desc = ("epoch %d"):format(epoch) })
   for x, y in loader:batches() do
-    local loss = train_step(x, y)
+    local loss = train_step(x:to(opt.device), y:to(opt.device))
     bar:update(1, { loss = loss:item() })
   end
   bar:close()

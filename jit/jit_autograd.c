@@ -110,11 +110,11 @@ td_tensor *jit_grad_inplace_begin(const RtCall *c, td_tensor *self)
     if (c->in[i] == self && (rt_ops[c->op].grad->save & (1u << i))) keep = true;
   td_tensor *old;
   if (keep) {
-    old = rt_tensor_new(self->ndim, self->sizes, self->scalar_type);
+    old = rt_tensor_new_on(self->device_type, self->ndim, self->sizes, self->scalar_type);
     RtCall cc = { .op = RT_OP_COPY, .nin = 1, .in = &self, .cdtype = self->scalar_type,
-                  .scalar_type = self->scalar_type, .ndim = self->ndim };
+                  .scalar_type = self->scalar_type, .ndim = self->ndim, .device = self->device_type };
     memcpy(cc.sizes, self->sizes, sizeof cc.sizes);
-    if (old && rt_kern_ew(&cc, old)) { td_release(old); old = NULL; }
+    if (old && rt_kern_of(RT_OP_COPY, self->device_type)(&cc, old)) { td_release(old); old = NULL; }
   } else old = node_out_alias(self);
   if (!old) return NULL;
   old->flags = self->flags & TD_TF_REQUIRES_GRAD;
@@ -172,6 +172,11 @@ int jit_grad_rebase_view(td_tensor *view, td_tensor *base)
     p[j] = off;
     rt_store(rt_ptr(keep) + off * esz, keep->scalar_type, 0);
     for (int d = view->ndim - 1; d >= 0 && ++idx[d] == view->sizes[d]; d--) idx[d] = 0;
+  }
+  if (base->device_type != TD_CPU && rt_has_data(base)) {     /* made here, used there */
+    td_tensor *dp = td_to_device(pos, base->device_type, -1), *dk = dp ? td_to_device(keep, base->device_type, -1) : NULL;
+    td_release(pos); td_release(keep); pos = dp; keep = dk;
+    if (!pos || !keep) goto done;
   }
   /* old takes over the base's history, as for any in-place write */
   old->flags = base->flags & TD_TF_REQUIRES_GRAD;
@@ -334,6 +339,36 @@ static td_tensor *fit_grad(td_tensor *g, const JitEdge *e, const char *rule)
   return r;
 }
 
+/* -- Device moves ---------------------------------------------------------------------------
+** td_to_device is not an op of the table (its result lives elsewhere than its
+** input): its node has a custom rule that moves the gradient back, itself
+** through td_to_device, so create_graph keeps a history for it too. */
+
+static int to_device_rule(JitCtx *k)
+{
+  td_tensor *g = td_to_device(k->g, (int)k->n->attrs.i[0], -1);
+  if (!g) return TD_ERR_DEVICE;
+  k->gin[0] = g;
+  return 0;
+}
+
+static const JitGradRule to_device_grad = { "to_copy_backward", to_device_rule, 0 };
+
+int jit_grad_record_to(td_tensor *x, td_tensor *y)
+{
+  JitNode *n = jit_node_custom(&to_device_grad, 1);
+  if (!n) return TD_ERR_NOMEM;
+  n->attrs.i[0] = x->device_type;
+  JitEdge *e = &n->edge[0];
+  e->ndim = x->ndim; e->scalar_type = x->scalar_type; memcpy(e->sizes, x->sizes, sizeof e->sizes);
+  if (x->rt_grad_fn) { e->node = x->rt_grad_fn; __atomic_add_fetch(&e->node->refcount, 1, __ATOMIC_RELAXED); }
+  else { e->leaf = x; td_retain(x); }
+  n->out_ndim = y->ndim; n->out_dtype = y->scalar_type; memcpy(n->out_size, y->sizes, sizeof n->out_size);
+  y->rt_grad_fn = n; n->owner = y;
+  y->flags |= TD_TF_REQUIRES_GRAD;
+  return 0;
+}
+
 typedef struct {
   int nin; td_tensor *const *inputs; td_tensor **results;   /* capture mode (autograd.grad) */
   int stop;                                                 /* captured nodes never run */
@@ -485,7 +520,8 @@ static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, 
     } else {
       if (o->nelem != 1)
         { rc = rt_err(TD_ERR_GRAD, "backward: grad can be implicitly created only for scalar outputs (got shape %s)", RT_SHAPE(o)); break; }
-      if (!(g = td_full(o->ndim, o->sizes, 1.0, o->scalar_type))) { rc = TD_ERR_NOMEM; break; }
+      if (!(g = rt_full_on(rt_has_data(o) ? o->device_type : TD_CPU, o->ndim, o->sizes, 1.0, o->scalar_type)))
+        { rc = TD_ERR_NOMEM; break; }
     }
     seeds[i] = g;
   }

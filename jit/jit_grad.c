@@ -49,7 +49,9 @@ static int set(JitCtx *k, int i, td_tensor *g)
 static td_tensor *zeros_of(JitCtx *k, int i)
 {
   JitEdge *e = &k->n->edge[i];
-  return jit_tmp(k, td_full(e->ndim, e->sizes, 0, e->scalar_type));
+  /* on the device of the incoming gradient (a traced one is on the CPU's side) */
+  int dev = k->g && rt_has_data(k->g) ? k->g->device_type : TD_CPU;
+  return jit_tmp(k, rt_full_on(dev, e->ndim, e->sizes, 0, e->scalar_type));
 }
 
 /* g of a reduced output, viewed with the reduced dims kept as 1, expanded to the input. */
@@ -366,7 +368,8 @@ static td_tensor *pad_to(JitCtx *k, td_tensor *g, int input)
     memcpy(s, g->sizes, sizeof s);
     s[d] = e->sizes[d];
     td_attrs at = { .ndims = -1, .dtype = -1, .i = { d, 0, g->sizes[d], 1 } };
-    g = op2a(k, RT_OP_SLICE_SCATTER, jit_tmp(k, td_full(g->ndim, s, 0, g->scalar_type)), g, &at);
+    g = op2a(k, RT_OP_SLICE_SCATTER, jit_tmp(k, rt_full_on(rt_has_data(g) ? g->device_type : TD_CPU, g->ndim, s, 0,
+                                                          g->scalar_type)), g, &at);
   }
   return g;
 }

@@ -142,6 +142,9 @@ static JitStorageRef *rec_input(JitRec *r, td_tensor *x)
 {
   JitTrace *t = &r->t;
   RtStorage *s = x->rt_storage;
+  if (s && s->dev)
+    return rt_errp(TD_ERR_DEVICE, "tide.compile: a tensor on opencl (shape %s) reached the compiled function; "
+                   "code generation for OpenCL is not built yet (compiled functions take CPU tensors)", RT_SHAPE(x));
   if (!s || !s->ptr)
     return rt_errp(TD_ERR_STATE, "tide.compile: a tensor without data (shape %s) reached the compiled "
                    "function", RT_SHAPE(x));

@@ -61,6 +61,7 @@ typedef struct RtStorage {
   int32_t jit_ref;               /* traced: the root record holding the current value */
   uint32_t jit_trace;            /* traced: id of the trace it belongs to (0 = real) */
   struct td_mapping *map;        /* data inside a mapped file (tide.load), or NULL */
+  void *dev;                     /* device buffer (cl_mem) of an "opencl" storage; ptr is NULL */
 } RtStorage;
 
 RtStorage *rt_storage_new(size_t nbytes);      /* NULL + error on failure */
@@ -78,6 +79,19 @@ void rt_small_put(void *p);
 td_tensor *rt_tensor_alloc(void);              /* zeroed header, refcount 1, no storage */
 /* New contiguous tensor with fresh storage. */
 td_tensor *rt_tensor_new(int ndim, const int64_t *size, int dtype);
+/* Same, on a device (TD_CPU or TD_OPENCL). */
+td_tensor *rt_tensor_new_on(int device, int ndim, const int64_t *size, int dtype);
+/* A filled tensor on a device. */
+td_tensor *rt_full_on(int device, int ndim, const int64_t *size, double v, int dtype);
+/* OpenCL hooks (opencl/): device storage, host copies, fill. */
+struct RtStorage *cl_storage_new(size_t nbytes);
+void cl_storage_free(struct RtStorage *s);
+td_tensor *cl_to_cpu(const td_tensor *t);
+int cl_fill(td_tensor *t, double v);
+td_tensor *cl_as_dtype(td_tensor *t, int dt);
+td_tensor *cl_as_contig(td_tensor *t);
+/* Has values: host memory or a device buffer (not a traced tensor). */
+static inline bool rt_has_data(const td_tensor *t) { return t->ptr || (t->rt_storage && t->rt_storage->dev); }
 /* New tensor header aliasing t's storage with the given geometry. */
 td_tensor *rt_tensor_alias(td_tensor *t, int ndim, const int64_t *size,
                            const int64_t *stride, int64_t offset);
@@ -97,6 +111,7 @@ typedef struct RtCall {
   td_tensor *const *in;
   td_attrs attrs;            /* a copy, normalized by meta (dims made 0-based, sorted) */
   int cdtype;                /* common compute dtype of the promoted inputs */
+  int device;                /* where it runs: TD_OPENCL when any input is there */
   /* filled by meta: */
   int ndim;
   int64_t sizes[TD_MAX_DIMS];
@@ -135,6 +150,15 @@ int rt_wrap_dim(const char *op, int64_t *dim, int ndim);
 td_tensor *rt_as_dtype(td_tensor *t, int dt);
 /* Contiguous version of t (retained t if already contiguous). */
 td_tensor *rt_as_contig(td_tensor *t);
+/* The eager kernel of op for tensors on `device`. */
+RtKernFn rt_kern_of(int op, int device);
+int cl_kern(RtCall *c, td_tensor *out);      /* every op on opencl (opencl/cl_rt.c) */
+/* Elementwise geometry: out and nin inputs broadcast to out's shape, size-1
+** dims dropped and dims merged where every operand is contiguous across them
+** (strides in elements, 0 on broadcast dims; operand 0 is out). */
+#define RT_EW_MAXOP 4
+void rt_ew_dims(const td_tensor *out, int nin, td_tensor *const *in, int *nd, int64_t *sizes,
+                int64_t (*strides)[TD_MAX_DIMS]);
 /* Run a call whose meta has succeeded, into a new or given output. */
 td_tensor *rt_call_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs);
 
@@ -148,6 +172,8 @@ int jit_grad_record(RtCall *c, td_tensor *out);      /* attach a node to out */
 td_tensor *jit_grad_inplace_begin(const RtCall *c, td_tensor *self);
 int jit_grad_record_inplace(RtCall *c, td_tensor *self, td_tensor *old);
 void jit_node_release(struct RtNode *n);
+/* y = x moved to another device: y's node sends the gradient back (td_to_device). */
+int jit_grad_record_to(td_tensor *x, td_tensor *y);
 /* After an in-place write into `view`, give its root `base` the history
 ** base_new = scatter(base_old * keep, positions of view, view). */
 int jit_grad_rebase_view(td_tensor *view, td_tensor *base);

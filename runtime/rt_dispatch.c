@@ -69,9 +69,15 @@ int rt_wrap_dim(const char *op, int64_t *dim, int ndim)
   return 0;
 }
 
+RtKernFn rt_kern_of(int op, int device)
+{
+  return device == TD_OPENCL ? cl_kern : rt_ops[op].kern;
+}
+
 td_tensor *rt_as_dtype(td_tensor *t, int dt)
 {
   if (t->scalar_type == dt) { td_retain(t); return t; }
+  if (t->device_type == TD_OPENCL) return cl_as_dtype(t, dt);
   td_tensor *o = rt_tensor_new(t->ndim, t->sizes, dt);
   if (!o) return NULL;
   RtCall c = { .op = RT_OP_CAST, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = dt };
@@ -83,6 +89,7 @@ td_tensor *rt_as_dtype(td_tensor *t, int dt)
 td_tensor *rt_as_contig(td_tensor *t)
 {
   if (rt_tensor_is_contig(t)) { td_retain(t); return t; }
+  if (t->device_type == TD_OPENCL) return cl_as_contig(t);
   td_tensor *o = rt_tensor_new(t->ndim, t->sizes, t->scalar_type);
   if (!o) return NULL;
   RtCall c = { .op = RT_OP_COPY, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = t->scalar_type };
@@ -114,10 +121,16 @@ int rt_call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_a
   if ((oi->flags & RT_F_FLOATIN) && !rt_is_float(c->cdtype))
     return rt_err(TD_ERR_DTYPE, "%s: expected a floating point tensor, got %s", name, td_dtype_name(c->cdtype));
   c->scalar_type = (oi->flags & RT_F_BOOLOUT) ? TD_BOOL : (oi->flags & RT_F_LONGOUT) ? TD_INT64 : c->cdtype;
+  /* the call runs where its tensors are; CPU 0-dim tensors (Lua numbers,
+  ** scalars) join a device call, as in PyTorch */
+  int dev = TD_CPU, first = 0;
   for (int i = 0; i < nin; i++)
-    if (in[i]->device_type != in[0]->device_type)
-      return rt_err(TD_ERR_DEVICE, "%s: tensors are on different devices (argument 1 on %s, argument %d on %s)",
-                    name, in[0]->device_type ? "opencl" : "cpu", i + 1, in[i]->device_type ? "opencl" : "cpu");
+    if (in[i]->device_type != TD_CPU) { dev = in[i]->device_type; first = i; break; }
+  for (int i = 0; i < nin; i++)
+    if (in[i]->device_type != dev && !(in[i]->device_type == TD_CPU && in[i]->ndim == 0 && (oi->kind == RT_K_EW || op == RT_OP_COPY)))
+      return rt_err(TD_ERR_DEVICE, "%s: tensors are on different devices (argument %d on %s, argument %d on %s)",
+                    name, first + 1, dev ? "opencl" : "cpu", i + 1, in[i]->device_type ? "opencl" : "cpu");
+  c->device = dev;
   return oi->meta(c);
 }
 
@@ -138,12 +151,12 @@ static td_tensor *call_run(RtCall *c)
     if (!(out = jit_record_call(c))) return NULL;   /* traced: a record, no data */
   } else {
     for (int i = 0; i < c->nin; i++)
-      if (!c->in[i]->ptr)
+      if (!rt_has_data(c->in[i]))
         return rt_errp(TD_ERR_STATE, "%s: argument %d has no data (a tensor made inside a compiled "
                        "function that was not returned from it)", op_lname[c->op], i + 1);
-    out = rt_tensor_new(c->ndim, c->sizes, c->scalar_type);
+    out = rt_tensor_new_on(c->device, c->ndim, c->sizes, c->scalar_type);
     if (!out) return NULL;
-    if (oi->kern(c, out)) { td_release(out); return NULL; }
+    if (rt_kern_of(c->op, c->device)(c, out)) { td_release(out); return NULL; }
   }
   if (jit_grad_wants(c) && jit_grad_record(c, out)) { td_release(out); return NULL; }
   return out;
@@ -168,7 +181,7 @@ td_tensor *rt_call_record(int op, int nin, td_tensor *const *in, const td_attrs 
   td_tensor *out;
   if (jit_tracing) out = jit_record_call(&c);          /* traced: the value is a record */
   else if ((out = rt_tensor_alloc())) {
-    out->ndim = c.ndim; out->scalar_type = c.scalar_type; out->device_type = in[0]->device_type;
+    out->ndim = c.ndim; out->scalar_type = c.scalar_type; out->device_type = c.device;
     memcpy(out->sizes, c.sizes, sizeof out->sizes);
     rt_tensor_contig_strides(c.ndim, c.sizes, out->strides);
     out->nelem = rt_numel(c.ndim, c.sizes);
@@ -210,7 +223,10 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
   if (rt_dtype_cat(c.scalar_type) > rt_dtype_cat(out->scalar_type) && op != RT_OP_COPY)
     return rt_err(TD_ERR_DTYPE, "%s_: result type %s can't be cast to the destination type %s",
                   name, td_dtype_name(c.scalar_type), td_dtype_name(out->scalar_type));
-  if (!out->ptr && !jit_tracing) return rt_err(TD_ERR_STATE, "%s_: destination has no data", name);
+  if (!rt_has_data(out) && !jit_tracing) return rt_err(TD_ERR_STATE, "%s_: destination has no data", name);
+  if (out->device_type != c.device)
+    return rt_err(TD_ERR_DEVICE, "%s_: the destination is on %s and the arguments on %s", name,
+                  out->device_type ? "opencl" : "cpu", c.device ? "opencl" : "cpu");
   for (int d = 0; d < out->ndim; d++)
     if (out->strides[d] == 0 && out->sizes[d] > 1)
       return rt_err(TD_ERR_ARG, "%s_: more than one element of the destination of shape %s refers to the same "
@@ -242,7 +258,7 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
   int rc;
   if (direct) {
     c.ndim = out->ndim; memcpy(c.sizes, out->sizes, sizeof c.sizes);
-    rc = oi->kern(&c, out);
+    rc = rt_kern_of(op, c.device)(&c, out);
   } else {
     td_tensor *tmp = NULL;
     { int g = td_set_grad_enabled(0); tmp = td_op(op, nin, in, attrs); td_set_grad_enabled(g); }
@@ -255,7 +271,7 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
       RtCall cc = { .op = RT_OP_COPY, .nin = 1, .in = &tmp, .cdtype = tmp->scalar_type, .scalar_type = out->scalar_type,
                     .ndim = out->ndim };
       memcpy(cc.sizes, out->sizes, sizeof cc.sizes);
-      rc = rt_kern_ew(&cc, out);
+      rc = rt_kern_of(RT_OP_COPY, c.device)(&cc, out);
       td_release(c.aux); c.aux = NULL;
       td_release(tmp);
     }

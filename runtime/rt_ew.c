@@ -238,7 +238,7 @@ static Loop2 loop2_for(int op, int dt)
 
 /* -- The strided iterator ------------------------------------------------------------------------ */
 
-#define EW_MAXOP 4   /* out + 3 inputs */
+#define EW_MAXOP RT_EW_MAXOP   /* out + 3 inputs */
 
 typedef struct {
   int nd, nop;
@@ -251,16 +251,14 @@ typedef struct {
   Loop1 l1; Loop2 l2;
 } EwIter;
 
-static void iter_init(EwIter *it, td_tensor *out, int nin, td_tensor *const *in)
+void rt_ew_dims(const td_tensor *out, int nin, td_tensor *const *in, int *ndp, int64_t *sizes,
+                int64_t (*strides)[TD_MAX_DIMS])
 {
-  int nd = out->ndim;
-  it->nop = nin + 1;
-  it->ptr[0] = rt_ptr(out); it->esize[0] = rt_dtype_size(out->scalar_type);
+  int nd = out->ndim, nop = nin + 1;
   int64_t st[EW_MAXOP][TD_MAX_DIMS], sz[TD_MAX_DIMS];
   for (int d = 0; d < nd; d++) { sz[d] = out->sizes[d]; st[0][d] = out->strides[d]; }
   for (int i = 0; i < nin; i++) {
     const td_tensor *t = in[i];
-    it->ptr[i + 1] = rt_ptr(t); it->esize[i + 1] = rt_dtype_size(t->scalar_type);
     for (int d = 0; d < nd; d++) {
       int td = d - (nd - t->ndim);
       st[i + 1][d] = (td < 0 || t->sizes[td] == 1) ? 0 : t->strides[td];
@@ -272,19 +270,27 @@ static void iter_init(EwIter *it, td_tensor *out, int nin, td_tensor *const *in)
     if (sz[d] == 1) continue;
     if (m > 0) {
       bool merge = true;
-      for (int k = 0; k < it->nop && merge; k++) merge = st[k][d] * sz[d] == it->strides[k][m - 1];
+      for (int k = 0; k < nop && merge; k++) merge = st[k][d] * sz[d] == strides[k][m - 1];
       if (merge) {
-        it->sizes[m - 1] *= sz[d];
-        for (int k = 0; k < it->nop; k++) it->strides[k][m - 1] = st[k][d];
+        sizes[m - 1] *= sz[d];
+        for (int k = 0; k < nop; k++) strides[k][m - 1] = st[k][d];
         continue;
       }
     }
-    it->sizes[m] = sz[d];
-    for (int k = 0; k < it->nop; k++) it->strides[k][m] = st[k][d];
+    sizes[m] = sz[d];
+    for (int k = 0; k < nop; k++) strides[k][m] = st[k][d];
     m++;
   }
-  if (m == 0) { it->sizes[0] = 1; for (int k = 0; k < it->nop; k++) it->strides[k][0] = 0; m = 1; }
-  it->nd = m;
+  if (m == 0) { sizes[0] = 1; for (int k = 0; k < nop; k++) strides[k][0] = 0; m = 1; }
+  *ndp = m;
+}
+
+static void iter_init(EwIter *it, td_tensor *out, int nin, td_tensor *const *in)
+{
+  it->nop = nin + 1;
+  it->ptr[0] = rt_ptr(out); it->esize[0] = rt_dtype_size(out->scalar_type);
+  for (int i = 0; i < nin; i++) { it->ptr[i + 1] = rt_ptr(in[i]); it->esize[i + 1] = rt_dtype_size(in[i]->scalar_type); }
+  rt_ew_dims(out, nin, in, &it->nd, it->sizes, it->strides);
 }
 
 static void where_loop(int64_t n, char *o, int64_t so, const char *c, int64_t sc, const char *a, int64_t sa,

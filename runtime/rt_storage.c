@@ -135,7 +135,7 @@ RtStorage *rt_storage_new(size_t nbytes)
     s->inline_data = 0;
   }
   s->refcount = 1; s->device_type = TD_CPU; s->version = 0; s->nbytes = nbytes; s->ptr = p;
-  s->jit_ref = 0; s->jit_trace = 0; s->map = NULL;
+  s->jit_ref = 0; s->jit_trace = 0; s->map = NULL; s->dev = NULL;
   rt_live_add((int64_t)nbytes);
   return s;
 }
@@ -146,6 +146,7 @@ void rt_storage_release(RtStorage *s)
 {
   if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   rt_live_add(-(int64_t)s->nbytes);
+  if (s->dev) { cl_storage_free(s); return; }
   if (s->map) { td_mapping_release(s->map); free(s); return; }
   if (s->inline_data) { rt_small_put(s); return; }
   rt_free(s->ptr, s->nbytes);

@@ -87,23 +87,37 @@ static int check_shape(const char *op, int ndim, const int64_t *size, int64_t *n
 
 td_tensor *rt_tensor_new(int ndim, const int64_t *size, int dtype)
 {
+  return rt_tensor_new_on(TD_CPU, ndim, size, dtype);
+}
+
+td_tensor *rt_tensor_new_on(int device, int ndim, const int64_t *size, int dtype)
+{
   int64_t n = 0;
   if (dtype < 0 || dtype >= TD_DTYPE__MAX) return rt_errp(TD_ERR_DTYPE, "empty: invalid dtype %d", dtype);
   if (check_shape("empty", ndim, size, &n)) return NULL;
   size_t nbytes = (size_t)n * rt_dtype_size(dtype);
   if (nbytes / rt_dtype_size(dtype) != (size_t)n)
     return rt_errp(TD_ERR_NOMEM, "empty: %lld elements overflow the address space", (long long)n);
-  RtStorage *s = rt_storage_new(nbytes);
+  RtStorage *s = device == TD_OPENCL ? cl_storage_new(nbytes) : rt_storage_new(nbytes);
+  if (!s && device == TD_OPENCL) return NULL;       /* the device's message says more */
   if (!s) {
     return rt_errp(TD_ERR_NOMEM, "empty: out of memory allocating %zu bytes for shape %s",
                    nbytes, rt_shape_str((char[160]){0}, 160, ndim, size));
   }
   td_tensor *t = rt_tensor_alloc();
   if (!t) { rt_storage_release(s); return NULL; }
-  t->ndim = ndim; t->scalar_type = dtype; t->device_type = TD_CPU;
+  t->ndim = ndim; t->scalar_type = dtype; t->device_type = device;
   if (ndim) memcpy(t->sizes, size, ndim * sizeof *size);
   rt_tensor_contig_strides(ndim, size, t->strides);
   t->nelem = n; t->rt_storage = s; t->ptr = s->ptr;
+  return t;
+}
+
+td_tensor *rt_full_on(int device, int ndim, const int64_t *size, double v, int dtype)
+{
+  if (device == TD_CPU) return td_full(ndim, size, v, dtype);
+  td_tensor *t = rt_tensor_new_on(device, ndim, size, dtype);
+  if (t && cl_fill(t, v)) { td_release(t); return NULL; }
   return t;
 }
 
@@ -236,8 +250,19 @@ static int no_data(const char *what, const td_tensor *t)
                 "not returned from it)", what);
 }
 
+/* A device tensor is read through a host copy. */
+static int read_device(const td_tensor *t, double *dst)
+{
+  td_tensor *h = cl_to_cpu(t);
+  if (!h) return TD_ERR_DEVICE;
+  int rc = td_read(h, dst);
+  td_release(h);
+  return rc;
+}
+
 TD_API int td_read(const td_tensor *t, double *dst)
 {
+  if (t->device_type == TD_OPENCL && rt_has_data(t)) return read_device(t, dst);
   if (!t->ptr) return no_data("read", t);
   if (t->nelem == 0) return 0;
   read_rec(t, 0, rt_ptr(t), &dst);
@@ -249,6 +274,7 @@ TD_API int td_item(const td_tensor *t, double *out)
   if (t->nelem != 1)
     return rt_err(TD_ERR_SHAPE, "item: a tensor with %lld elements cannot be converted to a number",
                   (long long)t->nelem);
+  if (t->device_type == TD_OPENCL && rt_has_data(t)) return read_device(t, out);
   if (!t->ptr) return no_data("item", t);
   *out = rt_load(t->ptr, t->scalar_type);
   return 0;

@@ -136,6 +136,21 @@ TD_API const char *td_dtype_name(int dtype);
 TD_API int td_dtype_size(int dtype);
 TD_API int td_result_type(const td_tensor *a, const td_tensor *b);
 
+/* -- Devices (opencl/cl_rt.c) ----------------------------------------------
+** "opencl:N" is the N-th device over all OpenCL platforms; one device per
+** process (the first one used). */
+TD_API int td_opencl_init(int index);           /* open device index (-1: TIDE_OPENCL_DEVICE or 0) */
+TD_API int td_opencl_device_count(void);        /* 0 when there is no OpenCL platform */
+TD_API int td_opencl_device_index(void);        /* the open device, or -1 */
+TD_API const char *td_opencl_device_name(void);
+/* Wait for the device's queue. A host calls it before exit() when it used the
+** device (the Lua module does it when its state closes): some drivers crash
+** when the process exits under a running kernel. */
+TD_API void td_opencl_finish(void);
+/* A copy of t on device (TD_CPU, or TD_OPENCL with its index), or t itself
+** (+1) when it is already there. Differentiable: the gradient moves back. */
+TD_API td_tensor *td_to_device(td_tensor *t, int device, int index);
+
 /* -- The dispatcher --------------------------------------------------------- */
 
 /* Every op, by its op-table id: check, infer, record for autograd, run. */

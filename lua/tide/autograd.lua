@@ -119,7 +119,7 @@ function A.gradcheck(fn, inputs, opts)
   local outs = outputs()
   -- random projection weights so one backward checks the whole Jacobian-vector product
   local w = {}
-  for i, o in ipairs(outs) do w[i] = require("tide").randn(o:size(), { dtype = "float64" }) end
+  for i, o in ipairs(outs) do w[i] = require("tide").randn(o:size(), { dtype = "float64", device = o.device }) end
   local function objective(rs)
     local s = 0
     for i, o in ipairs(rs) do

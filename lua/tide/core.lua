@@ -23,6 +23,12 @@ ffi.cdef(dofile(cdef_path))
 local libpath = os.getenv("TIDE_LIB") or build .. "/libtide.so"
 if not readable(libpath) then libpath = "tide" end
 local C = ffi.load(libpath)
+
+-- When the Lua state closes (at exit), wait for the OpenCL queue before the
+-- process's exit handlers run: a driver (PoCL) still compiling or running a
+-- kernel while its own globals are destroyed crashes the exit.
+M._cl_sentinel = newproxy(true)
+getmetatable(M._cl_sentinel).__gc = function() C.td_opencl_finish() end
 M.C, M.ffi = C, ffi
 
 -- dtypes: objects that print by name; tensors store the enum value

@@ -52,9 +52,12 @@ function TensorDataset:get(i)
   return s
 end
 -- a whole batch at once: one index_select per tensor instead of one view per sample
+-- (the indices go to the device of a tensor that lives on one)
 function TensorDataset:get_batch(idx)
   local out = {}
-  for k, t in ipairs(self.tensors) do out[k] = t:index_select(1, idx) end
+  for k, t in ipairs(self.tensors) do
+    out[k] = t:index_select(1, t.device_type == idx.device_type and idx or idx:to(t.device))
+  end
   return out
 end
 

@@ -101,7 +101,9 @@ local function mask_positions(x, mask)
   for i = 0, n - 1 do if buf[i] ~= 0 then cnt = cnt + 1 end end
   local pos, j = ffi.new("int64_t[?]", math.max(cnt, 1)), 0
   for i = 0, n - 1 do if buf[i] ~= 0 then pos[j] = i + 1; j = j + 1 end end
-  return core.wrap(C.td_from_buffer(1, ffi.new("int64_t[1]", cnt), core.dtypes.int64.id, pos)), cnt
+  local t = core.wrap(C.td_from_buffer(1, ffi.new("int64_t[1]", cnt), core.dtypes.int64.id, pos))
+  if x.device_type ~= 0 then t = core.wrap(C.td_to_device(t.p, x.device_type, -1)) end   -- where x is
+  return t, cnt
 end
 
 function M.get(x, key)

@@ -41,7 +41,28 @@ local function create(fname, p)
   return wrap(p)
 end
 
-local function finish(t, opts)
+-- The device of a new tensor: opts.device, else like's (the *_like functions and
+-- tide.tensor(t)), else the CPU. Checked before anything is made.
+local function device_opt(fname, opts, like)
+  local d = opts.device
+  if d == nil then
+    if like == nil or like.device_type == 0 then return nil end
+    return like.device_type, -1
+  end
+  local dev, idx = tensor.check_device(d, fname)
+  if dev == 0 then return nil end
+  return dev, idx
+end
+
+-- Move the new CPU tensor t to the device (if any), then set requires_grad: a
+-- tensor made on the device is made on the CPU and copied, so the random ones
+-- equal the CPU's for the same seed.
+local function finish(t, opts, dev, idx)
+  if dev ~= nil and dev ~= t.device_type then
+    local cpu = t
+    t = wrap(C.td_to_device(cpu.p, dev, idx))
+    cpu:free()
+  end
   if opts.requires_grad then check(C.td_set_requires_grad(t.p, 1)) end
   return t
 end
@@ -72,18 +93,20 @@ local makers = {
   randn = function(s, dt) return C.td_randn(#s, dims(s), dt) end,
 }
 for name, make in pairs(makers) do
-  -- empty(3, 4), empty({3, 4}), empty(3, 4, {dtype=, requires_grad=})
+  -- empty(3, 4), empty({3, 4}), empty(3, 4, {dtype=, device=, requires_grad=})
   tide[name] = function(...)
     local s, o = split_opts(name, ...)
-    local t = finish(create(name, make(s, default_dtype(o, name))), o)
+    local dev, idx = device_opt(name, o)
+    local t = finish(create(name, make(s, default_dtype(o, name))), o, dev, idx)
     return t
   end
-  -- zeros_like(x, {dtype=, requires_grad=}): x's shape, and x's dtype unless given
+  -- zeros_like(x, {dtype=, device=, requires_grad=}): x's shape, and x's dtype and device unless given
   tide[name .. "_like"] = function(x, opts)
     local fname = name .. "_like"
     tensor.targ(x, 1, fname)
     opts = options(fname, opts, 2)
-    local t = finish(create(fname, make(x:size(), default_dtype(opts, fname, x.scalar_type))), opts)
+    local dev, idx = device_opt(fname, opts, x)
+    local t = finish(create(fname, make(x:size(), default_dtype(opts, fname, x.scalar_type))), opts, dev, idx)
     return t
   end
 end
@@ -94,7 +117,8 @@ function tide.full(shape, value, opts)
   if type(value) ~= "number" and type(value) ~= "boolean" then argerr(2, "full", "number", value) end
   if type(value) == "boolean" then value = value and 1 or 0 end
   local s = shape_at(2, "full", shape)
-  local t = finish(create("full", C.td_full(#s, dims(s), value, default_dtype(opts, "full"))), opts)
+  local dev, idx = device_opt("full", opts)
+  local t = finish(create("full", C.td_full(#s, dims(s), value, default_dtype(opts, "full"))), opts, dev, idx)
   return t
 end
 function tide.full_like(x, value, opts)
@@ -104,15 +128,17 @@ function tide.full_like(x, value, opts)
   if type(value) == "boolean" then value = value and 1 or 0 end
   local s = x:size()
   local dt = default_dtype(opts, "full_like", x.scalar_type)
-  local t = finish(create("full_like", C.td_full(#s, dims(s), value, dt)), opts)
+  local dev, idx = device_opt("full_like", opts, x)
+  local t = finish(create("full_like", C.td_full(#s, dims(s), value, dt)), opts, dev, idx)
   return t
 end
 
 -- randint(low, high, shape, opts): values in [low, high); randint(high, shape, opts)
-local function randint(fname, lo, hi, s, opts, dt)
+local function randint(fname, lo, hi, s, opts, dt, like)
   integer(lo, 1, fname); integer(hi, 2, fname)
   if hi <= lo then raise(("%s: empty range [%d, %d) (high must be > low)"):format(fname, lo, hi)) end
-  return finish(create(fname, C.td_randint(lo, hi, #s, dims(s), dt)), opts)
+  local dev, idx = device_opt(fname, opts, like)
+  return finish(create(fname, C.td_randint(lo, hi, #s, dims(s), dt)), opts, dev, idx)
 end
 function tide.randint(lo, hi, shape, opts)
   if type(hi) == "table" or hi == nil then lo, hi, shape, opts = 0, lo, hi, shape end
@@ -126,7 +152,7 @@ function tide.randint_like(x, lo, hi, opts)
   tensor.targ(x, 1, "randint_like")
   if hi == nil or type(hi) == "table" then lo, hi, opts = 0, lo, hi end
   opts = options("randint_like", opts, 4)
-  local t = randint("randint_like", lo, hi, x:size(), opts, default_dtype(opts, "randint_like", x.scalar_type))
+  local t = randint("randint_like", lo, hi, x:size(), opts, default_dtype(opts, "randint_like", x.scalar_type), x)
   return t
 end
 
@@ -140,7 +166,8 @@ function tide.arange(a, b, c, opts)
   for i, v in ipairs { a, b or 0, c or 1 } do if type(v) ~= "number" then argerr(i, "arange", "number", v) end end
   local integral = start == math.floor(start) and stop == math.floor(stop) and step == math.floor(step)
   local dt = default_dtype(opts, "arange", integral and tide.int64.id or nil)
-  local t = finish(create("arange", C.td_arange(start, stop, step, dt)), opts)
+  local dev, idx = device_opt("arange", opts)
+  local t = finish(create("arange", C.td_arange(start, stop, step, dt)), opts, dev, idx)
   return t
 end
 -- linspace(start, stop, steps): steps values, both ends included exactly
@@ -149,7 +176,8 @@ function tide.linspace(a, b, n, opts)
   if type(a) ~= "number" then argerr(1, "linspace", "number", a) end
   if type(b) ~= "number" then argerr(2, "linspace", "number", b) end
   integer(n, 3, "linspace", "integer number of steps")
-  local t = finish(create("linspace", C.td_linspace(a, b, n, default_dtype(opts, "linspace"))), opts)
+  local dev, idx = device_opt("linspace", opts)
+  local t = finish(create("linspace", C.td_linspace(a, b, n, default_dtype(opts, "linspace"))), opts, dev, idx)
   return t
 end
 -- eye(n[, m]): n x m with ones on the diagonal
@@ -159,11 +187,12 @@ function tide.eye(n, m, opts)
   integer(n, 1, "eye")
   if m ~= nil then integer(m, 2, "eye") end
   if n < 0 or (m and m < 0) then raise(("eye: sizes must be non-negative, got %d x %d"):format(n, m or n)) end
-  local t = finish(create("eye", C.td_eye(n, m or -1, default_dtype(opts, "eye"))), opts)
+  local dev, idx = device_opt("eye", opts)
+  local t = finish(create("eye", C.td_eye(n, m or -1, default_dtype(opts, "eye"))), opts, dev, idx)
   return t
 end
 
--- tensor(nested tables | number | bool, {dtype=, requires_grad=})
+-- tensor(nested tables | number | bool | Tensor, {dtype=, device=, requires_grad=})
 -- dtype inference as in PyTorch: all bools -> bool, all integral -> int64, else
 -- (any fraction, nan or inf, or an empty table) the default float dtype
 local function walk_data(v, d, st)
@@ -209,9 +238,11 @@ function tide.tensor(data, opts)
   opts = opts or {}
   if type(opts) ~= "table" then argerr(2, "tensor", "options table", opts) end
   if is_tensor(data) then
+    local dev, idx = device_opt("tensor", opts, data)
     local t = data:clone():detach()
     if opts.dtype then t = t:to(opts.dtype) end
-    return finish(t, opts)
+    if dev == nil and t.device_type ~= 0 then t = t:cpu() end
+    return finish(t, opts, dev, idx)
   end
   if type(data) ~= "table" and type(data) ~= "number" and type(data) ~= "boolean" then
     argerr(1, "tensor", "table, number or boolean", data)
@@ -225,8 +256,9 @@ function tide.tensor(data, opts)
   if expect ~= n then raise("tensor: ragged nested table") end
   local dt = opts.dtype and core.dtype_id(opts.dtype, "tensor") or
     ((st.kind == nil or st.kind == 2) and tide.get_default_dtype().id or st.kind == 1 and tide.int64.id or tide.bool.id)
+  local dev, idx = device_opt("tensor", opts)
   local buf = ffi.new("double[?]", math.max(n, 1), flat)
-  local t = finish(create("tensor", C.td_from_doubles(#shape, dims(shape), dt, buf)), opts)
+  local t = finish(create("tensor", C.td_from_doubles(#shape, dims(shape), dt, buf)), opts, dev, idx)
   return t
 end
 
@@ -254,6 +286,28 @@ function tide.set_num_threads(n) check(C.td_set_num_threads(n)) end
 function tide.get_num_threads() return C.td_get_num_threads() end
 function tide.live_bytes() return tonumber(C.td_live_bytes()) end
 function tide.empty_cache() C.td_empty_cache() end
+
+-- -- OpenCL ------------------------------------------------------------------------------------
+
+-- tide.opencl, as torch.cuda: is_available() (never raises), device_count(),
+-- device_name([n]) (opens device n, default: the open one or TIDE_OPENCL_DEVICE
+-- or 0; one OpenCL device per process), current_device() (the open one, or nil)
+tide.opencl = {}
+function tide.opencl.device_count()
+  local ok, n = pcall(function() return C.td_opencl_device_count() end)
+  return ok and tonumber(n) or 0
+end
+function tide.opencl.is_available() return tide.opencl.device_count() > 0 end
+function tide.opencl.device_name(n)
+  if n ~= nil then integer(n, 1, "device_name") end
+  check(C.td_opencl_init(n or -1))
+  return ffi.string(C.td_opencl_device_name())
+end
+function tide.opencl.current_device()
+  local i = C.td_opencl_device_index()
+  if i < 0 then return nil end
+  return i
+end
 
 tide.autograd = require "tide.autograd"
 tide.no_grad, tide.enable_grad, tide.set_grad_enabled, tide.is_grad_enabled =

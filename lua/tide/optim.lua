@@ -3,6 +3,10 @@ tide.optim -- optimizers (SGD, Adam, AdamW, RMSprop, Adagrad) and learning-rate
 schedulers (tide.optim.lr_scheduler). Names, defaults and update arithmetic follow
 PyTorch 1.13's single-tensor implementations; updates run in place under no_grad.
 Parameter indices in state_dict are 1-based, in the order the groups list them.
+State buffers live on their parameter's device: made there (zeros_like), moved
+there by load_state_dict, and moved along when the model moves after steps
+(module:to("opencl") swaps the tensor under each parameter's handle; the
+state, keyed by that handle, follows at the next step).
 --]]
 local core = require "tide.core"
 local autograd = require "tide.autograd"
@@ -21,8 +25,20 @@ local function argerr(n, fname, msg)
   raise(("bad argument #%d to '%s' (%s)"):format(n, fname, msg))
 end
 
--- identity of a tensor handle (two handles of the same C tensor compare equal)
+-- identity of a tensor (two handles of the same C tensor compare equal): finds
+-- a parameter listed twice. The state is keyed by the handle in param_groups,
+-- which module:to and module:double keep while they replace its C tensor.
 local function key_of(p) return tonumber(ffi.cast("intptr_t", p.p)) end
+
+-- the state's tensors on p's device and in p's dtype (after p was moved or converted)
+local function follow(p, st)
+  local dev, dt = p.device_type, p.scalar_type
+  for k, v in pairs(st) do
+    if is_tensor(v) and (v.device_type ~= dev or (v.scalar_type ~= dt and v.scalar_type >= 4)) then
+      st[k] = v:to(p.device, p.dtype)
+    end
+  end
+end
 
 local function shape_str(t)
   local s = t:size()
@@ -164,9 +180,8 @@ function Optimizer:step(closure)
       for _, p in ipairs(g.params) do
         local grad = p.grad
         if grad ~= nil then
-          local k = key_of(p)
-          local st = self.state[k]
-          if st == nil then st = {}; self.state[k] = st end
+          local st = self.state[p]
+          if st == nil then st = {}; self.state[p] = st else follow(p, st) end
           self:_update(g, p, grad, st)
         end
       end
@@ -186,7 +201,7 @@ function Optimizer:state_dict()
     for _, p in ipairs(g.params) do
       idx = idx + 1
       sg.params[#sg.params + 1] = idx
-      local st = self.state[key_of(p)]
+      local st = self.state[p]
       if st then state[idx] = copy(st) end
     end
     groups[gi] = sg
@@ -226,12 +241,12 @@ function Optimizer:load_state_dict(sd)
           raise(("%s: state '%s' of parameter %s has shape %s, the parameter has shape %s")
             :format(fname, tostring(k), tostring(i), shape_str(v), shape_str(p)))
         end
-        ns[k] = v:to(p.dtype):clone()
+        ns[k] = v:to(p.device, p.dtype):clone()
       else
         ns[k] = copy(v)
       end
     end
-    new_state[key_of(p)] = ns
+    new_state[p] = ns
   end
   for gi, g in ipairs(groups) do
     local params = g.params
@@ -404,7 +419,7 @@ optim.Adagrad = setmetatable(Adagrad, { __index = Optimizer, __call = function(c
   -- PyTorch creates Adagrad's state eagerly
   for _, g in ipairs(self.param_groups) do
     for _, p in ipairs(g.params) do
-      self.state[key_of(p)] = { step = 0, sum = full(p, g.initial_accumulator_value) }
+      self.state[p] = { step = 0, sum = full(p, g.initial_accumulator_value) }
     end
   end
   return self

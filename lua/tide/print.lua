@@ -5,6 +5,9 @@ one formatter per tensor (integer, fixed or scientific, chosen from the nonzero
 finite values shown), rows wrapped at a fixed number of elements per line,
 "..." summaries above 1000 elements, and dtype=/size=/requires_grad=/grad_fn=
 suffixes where PyTorch shows them ("dtype=float64", not "dtype=torch.float64").
+A tensor on OpenCL is copied to the CPU to be shown and gets PyTorch's
+device='opencl:0' suffix first; a tensor traced inside tide.compile (on the
+CPU, no data yet) prints as <traced [shape]>.
 Called by the Tensor metatype's __tostring (tensor.lua).
 --]]
 local core = require "tide.core"
@@ -28,7 +31,7 @@ end
 
 -- The values to print, as a flat row-major list plus per-dim index lists
 -- (false marks the "..." between the first and last EDGE entries when summarizing).
-local function shown(x, summarize)
+local function shown(x, summarize, data)
   local nd, lists = x.ndim, {}
   for d = 0, nd - 1 do
     local n, l = tonumber(x.sizes[d]), {}
@@ -42,7 +45,7 @@ local function shown(x, summarize)
     lists[d + 1] = l
   end
   local st = x.scalar_type
-  local p = ffi.cast(ptr_type[st], x.ptr)
+  local p = ffi.cast(ptr_type[st], data.ptr)
   local vals = {}
   local function walk(d, off)
     if d > nd then
@@ -53,7 +56,7 @@ local function shown(x, summarize)
       vals[#vals + 1] = v
       return
     end
-    local stride = tonumber(x.strides[d - 1])
+    local stride = tonumber(data.strides[d - 1])
     for _, i in ipairs(lists[d]) do
       if i then walk(d + 1, off + (i - 1) * stride) end
     end
@@ -139,7 +142,12 @@ function M.tostring(x)
   local suffixes = {}
   local body
   local default = tide.get_default_dtype().id
-  if x.ptr == nil then
+  local data = x              -- where the values are read: x, or its copy on the CPU
+  if x.device_type ~= 0 then
+    suffixes[1] = "device='" .. x.device .. "'"
+    if n > 0 then data = tide.no_grad(function() return x:detach():to("cpu") end) end
+  end
+  if x.device_type == 0 and x.ptr == nil then
     body = "<traced " .. tensor.shape_str(x) .. ">"
   elseif n == 0 then
     if nd ~= 1 then
@@ -151,7 +159,7 @@ function M.tostring(x)
   else
     if st ~= default and st ~= 3 and st ~= 0 then suffixes[#suffixes + 1] = "dtype=" .. x.dtype.name end
     local summarize = n > THRESHOLD
-    local vals, lists = shown(x, summarize)
+    local vals, lists = shown(x, summarize, data)
     local fmt, width = formatter(vals, st)
     local pos = 0
     local function nextval() pos = pos + 1; return fmt(vals[pos]) end

@@ -32,6 +32,9 @@ Design note.
   mapping, which is unmapped when the last such tensor dies. Unaligned entries,
   bool entries with bytes other than 0/1, and {mmap = false} read with pread
   into fresh storage instead.
+* Devices: save copies a tensor on OpenCL to the CPU to write it (as
+  torch.save); load makes CPU tensors, or moves them to {device = "opencl"}
+  (torch.load's map_location for a device string).
 * Linux (x86-64) only for now: open flags are Linux's values; little-endian host.
 --]]
 local core = require "tide.core"
@@ -297,11 +300,13 @@ local function read_tensor(f, fname, shape, dtype, nbytes, off)
   return t
 end
 
--- A host-contiguous, detached copy (or the tensor itself) with its data pointer and byte count.
+-- A host-contiguous, detached copy (or the tensor itself) with its data pointer and
+-- byte count; a tensor on a device is copied to the CPU.
 local function host_data(fname, x, what)
   local fl = fields(x)
-  if fl.device_type ~= 0 then raise(("%s: %s is on device %s; move it to the CPU first"):format(fname, what, x.device)) end
-  x = x:detach():contiguous()
+  x = x:detach()
+  if fl.device_type ~= 0 then x = x:to("cpu") end
+  x = x:contiguous()
   fl = fields(x)
   local n = tonumber(fl.nelem) * C.td_dtype_size(fl.scalar_type)
   if n > 0 and fl.ptr == nil then raise(("%s: %s has no data"):format(fname, what)) end
@@ -445,9 +450,12 @@ end
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and v >= 0 and v <= MAX_INT end
 
+-- load(path, {mmap=true, device="cpu"}) -> value, metadata
 function M.load(path, opts)
   if opts ~= nil and type(opts) ~= "table" then tensor.argerr(2, "load", "table of options", opts) end
   local use_map = not (opts and opts.mmap == false)
+  local device = opts and opts.device
+  if device ~= nil and tensor.check_device(device, "load") == 0 then device = nil end
   local f = open_read("load", path)
   local function fail(msg)
     if f.fd >= 0 then C.close(f.fd); f.fd = -1 end
@@ -553,9 +561,12 @@ function M.load(path, opts)
     end
   end
   if map ~= nil then C.td_mapping_release(map) end
+  C.close(f.fd); f.fd = -1
+  if device ~= nil then
+    for name, t in pairs(tensors) do tensors[name] = t:to(device) end
+  end
   local result = tensors
   if tree ~= nil then result = decode_tree(tree, tensors, fail) end
-  C.close(f.fd); f.fd = -1
   return result, meta or {}
 end
 

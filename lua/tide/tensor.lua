@@ -220,12 +220,25 @@ for _, n in ipairs(binary) do
     T[n .. "_"] = function(x, y) return inplace(OP[n], n .. "_", x, { x, y }) end
   end
 end
-function T.copy_(x, src) return inplace(OP.copy, "copy_", x, { src }) end
+-- copy_ and fill_ work across devices, as in PyTorch: a source on another device
+-- (a CPU tensor or number into an OpenCL tensor, or back) is moved to x's device
+-- first, since the C copy runs where its arguments are. The move is a plain
+-- copy, so no gradient flows back to a source on the other device.
+local function on_device_of(x, v)
+  if type(v) == "number" or type(v) == "boolean" then
+    if x.p == nil or x.device_type == 0 then return v end
+    v = wrap(C.td_scalar(v == true and 1 or v == false and 0 or v, x.scalar_type), 3)
+  elseif not is_tensor(v) or x.p == nil or v.device_type == x.device_type then
+    return v
+  end
+  return wrap(C.td_to_device(v.p, x.device_type, -1), 3)
+end
+function T.copy_(x, src) return inplace(OP.copy, "copy_", x, { on_device_of(x, src) }) end
 function T.fill_(x, v)
   if type(v) ~= "number" and type(v) ~= "boolean" and not is_tensor(v) then argerr(2, "fill_", "number", v) end
-  return inplace(OP.copy, "fill_", x, { v })
+  return inplace(OP.copy, "fill_", x, { on_device_of(x, v) })
 end
-function T.zero_(x) return inplace(OP.copy, "zero_", x, { 0 }) end
+function T.zero_(x) return inplace(OP.copy, "zero_", x, { on_device_of(x, 0) }) end
 function T.clamp_(x, lo, hi) return inplace(OP.clamp, "clamp_", x, { x }, clamp_attrs("clamp_", lo, hi)) end
 function T.masked_fill_(x, mask, v) return inplace(OP.where, "masked_fill_", x, { mask, v, x }) end
 
@@ -266,7 +279,10 @@ local shape_mt = { __tostring = function(s) return "[" .. table.concat(s, ", ") 
   end }
 getters.shape = function(x) return setmetatable(T.size(x), shape_mt) end
 getters.dtype = function(x) return dtype_of[x.scalar_type] end
-getters.device = function(x) return x.device_type == 0 and "cpu" or "opencl" end
+getters.device = function(x)
+  if x.device_type == 0 then return "cpu" end
+  return "opencl:" .. C.td_opencl_device_index()
+end
 getters.requires_grad = function(x) return C.td_requires_grad(x.p) ~= 0 end
 getters.is_leaf = function(x) return C.td_is_leaf(x.p) ~= 0 end
 getters.grad = function(x) local g = C.td_grad(x.p); if g ~= nil then return wrap(g) end end
@@ -300,14 +316,45 @@ end
 
 -- -- Conversion ------------------------------------------------------------------------------
 
-function T.to(x, d)
-  if type(d) == "table" and not d.id then d = d.dtype end
-  if d == "cpu" then return x end
+-- "cpu", "opencl", "opencl:N" -> device type, index (-1: the default device); nil if not a device
+local function parse_device(d)
+  if type(d) ~= "string" then return nil end
+  if d == "cpu" then return 0, 0 end
+  if d == "opencl" then return 1, -1 end
+  local n = d:match("^opencl:(%d+)$")
+  if n then return 1, tonumber(n) end
+end
+M.parse_device = parse_device
+
+-- parse_device, or an error naming fname for anything else
+local function check_device(d, fname)
+  local dev, idx = parse_device(d)
+  if dev then return dev, idx end
+  raise(("%s: unknown device '%s' (expected \"cpu\", \"opencl\" or \"opencl:N\")"):format(fname, tostring(d)))
+end
+M.check_device = check_device
+
+-- to(dtype), to(device), to(device, dtype), to({device=, dtype=}): a copy, or x when nothing changes
+-- and to(other): other's device and dtype
+function T.to(x, d, d2)
+  if is_tensor(d) then d, d2 = d.device, d.dtype
+  elseif type(d) == "table" and not d.id then d, d2 = d.device or d.dtype, d.device and d.dtype end
+  local dev, idx = parse_device(d)
+  if dev then
+    if dev ~= x.device_type then x = wrap(C.td_to_device(x.p, dev, idx))
+    elseif dev == 1 and idx >= 0 then check(C.td_opencl_init(idx)) end
+    if d2 == nil then return x end
+    d = d2
+  elseif type(d) == "string" and (d:match("^opencl") or d:match("^cuda") or d == "gpu") then
+    raise(("to: unknown device '%s' (expected \"cpu\", \"opencl\" or \"opencl:N\")"):format(d), 2)
+  end
   local id = dtype_id(d, "to")
   if id == x.scalar_type then return x end
   local at = attrs(); at.dtype = id
   return op1(OP.cast, x, at)
 end
+function T.cpu(x) return T.to(x, "cpu") end
+function T.opencl(x, n) return T.to(x, n and ("opencl:" .. n) or "opencl") end
 T.type = function(x, d) if d == nil then return "tide." .. dtype_of[x.scalar_type].name end return T.to(x, d) end
 for name, d in pairs { float = "float32", double = "float64", long = "int64", int = "int32", bool = "bool", byte = "uint8" } do
   T[name] = function(x) return T.to(x, d) end
@@ -769,6 +816,7 @@ function M.one_hot(idx, n)
     end
   end
   local classes = wrap(C.td_arange(1, n + 1, 1, st), 2)
+  if idx.device_type ~= 0 then classes = wrap(C.td_to_device(classes.p, idx.device_type, -1), 2) end
   return T.long(T.eq(T.unsqueeze(idx, -1), classes))
 end
 

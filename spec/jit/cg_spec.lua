@@ -2,7 +2,7 @@
 -- compiles hand-built kernels through libgccjit and checks them against plain
 -- C loops, then checks the disk cache across processes and its validation.
 local B = os.getenv("TIDE_BUILD") or "build"
-local LIBS = "-L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lgccjit -ldl -lmvec -lm -lpthread"
+local LIBS = io.popen("make -s print-libs"):read("*l")
 local exe = B .. "/cg_test"
 
 local function sh(cmd)

@@ -2,8 +2,7 @@
 ** sched_test.c -- dev harness for the scheduler and lowering: builds traces
 ** by hand, prints the schedule and each kernel's C text, then runs the plan
 ** and the all-eager plan through the executor and compares the outputs.
-**   gcc -O1 -g -Iruntime spec/jit/sched_test.c $B/libtide.a -lgccjit \
-**       -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lmvec -lm -lpthread
+**   gcc -O1 -g -Iruntime spec/jit/sched_test.c $B/libtide.a $(make -s print-libs)
 */
 #include "../../jit/jit_rec.h"
 #include <math.h>

@@ -24,8 +24,10 @@ them in module order (a Lua table has no order of its own).
 Sequential and ModuleList hold their children in the instance's array part:
 `#seq`, `seq[1]` (the child named "0"), `seq[-1]`, `ipairs(seq)` work; add with
 append/insert/extend({...}) or `seq[#seq + 1] = m`.
-module:to(dtype) converts floating parameters and buffers in place: each
-tensor handle keeps its identity (an optimizer built before still holds them).
+module:to(device), to(dtype), to(device, dtype), to({device=, dtype=}),
+cpu(), opencl() move or convert parameters and buffers in place: each tensor
+handle keeps its identity (an optimizer built before still holds them).
+Layers take {device=} like {dtype=} (made on the CPU, then moved).
 
 Not here: Conv1d/Conv2d, BatchNorm, pooling, weight_norm/spectral_norm
 (they need new C kernels).
@@ -325,34 +327,59 @@ function Module:zero_grad()
   for _, p in ipairs(self:parameters()) do p.grad = nil end
 end
 
--- Convert t to dtype id in place: the handle keeps its identity (optimizers and
--- tables holding it see the new tensor) while its C tensor is replaced by a
--- converted copy; requires_grad is kept and a grad is converted too.
-local function convert_(t, id)
-  if t.scalar_type == id then return end
+-- Move t to device dev (a device string, or nil: stay) and convert it to dtype id
+-- (or nil: keep; only floating-point tensors convert) in place: the handle keeps
+-- its identity (optimizers and tables holding it see the new tensor) while its C
+-- tensor is replaced by a moved or converted copy; requires_grad is kept and a
+-- grad is moved and converted too.
+local function convert_(t, dev, devt, id)
+  if id ~= nil and not t:is_floating_point() then id = nil end
+  if (devt == nil or devt == t.device_type) and (id == nil or id == t.scalar_type) then return end
+  local function moved(x)
+    if devt ~= nil then x = x:to(dev) end
+    if id ~= nil then x = x:to(core.dtype_of[id]) end
+    return x
+  end
   local rg, g = t.requires_grad, t.grad
-  local new = tide.no_grad(function() return t:detach():to(core.dtype_of[id]) end)
+  local new = tide.no_grad(function() return moved(t:detach()) end)
   t.p, new.p = new.p, t.p          -- swap: `new` now owns (and will release) the old C tensor
   if rg then t:requires_grad_(true) end
-  if g ~= nil then t.grad = tide.no_grad(function() return g:to(core.dtype_of[id]) end) end
+  if g ~= nil then t.grad = tide.no_grad(function() return moved(g) end) end
 end
 
--- to(dtype | "cpu"): convert floating-point parameters and buffers in place (see convert_)
-function Module:to(d)
-  if d == "cpu" then return self end
-  if type(d) == "table" and not d.id and d.dtype then d = d.dtype end
-  local id = core.dtype_id(d, "to")
-  if id == nil then argerr(1, "to", "dtype", d) end
-  if id < 4 then raise(("to: modules can only be converted to a floating dtype, got %s"):format(core.dtype_of[id].name)) end
+-- to(device), to(dtype), to(device, dtype), to({device=, dtype=}), to(tensor) (its
+-- device and dtype): move parameters and buffers to the device and convert the
+-- floating-point ones to the dtype, in place (see convert_); returns self
+function Module:to(d, d2)
+  local dev, dt = d, d2
+  if is_tensor(d) then dev, dt = d.device, d.dtype
+  elseif type(d) == "table" and not d.id then dev, dt = d.device, d.dtype
+  elseif not tensor.parse_device(d) then
+    if type(d) == "string" and core.dtypes[d] == nil then tensor.check_device(d, "to") end
+    dev, dt = nil, d
+  end
+  if dev == nil and dt == nil then argerr(1, "to", "device or dtype", d) end
+  local devt
+  if dev ~= nil then
+    local idx
+    devt, idx = tensor.check_device(dev, "to")
+    if devt ~= 0 then core.check(core.C.td_opencl_init(idx)) end   -- a device that cannot open fails before any move
+  end
+  local id
+  if dt ~= nil then
+    id = core.dtype_id(dt, "to")
+    if id < 4 then raise(("to: modules can only be converted to a floating dtype, got %s"):format(core.dtype_of[id].name)) end
+  end
   for _, kind in ipairs { 1, 2 } do
-    for _, e in ipairs(named_tensors(self, kind, true)) do
-      if e[2]:is_floating_point() then convert_(e[2], id) end
-    end
+    for _, e in ipairs(named_tensors(self, kind, true)) do convert_(e[2], dev, devt, id) end
   end
   return self
 end
 function Module:float() return self:to(tide.float32) end
 function Module:double() return self:to(tide.float64) end
+function Module:cpu() return self:to("cpu") end
+-- opencl(n): to "opencl:n" (default: the open device, or TIDE_OPENCL_DEVICE, or 0)
+function Module:opencl(n) return self:to(n and ("opencl:" .. n) or "opencl") end
 
 -- -- state_dict ----------------------------------------------------------------------------------
 
@@ -412,6 +439,7 @@ function Module:load_state_dict(sd, opts)
         k, shape_str(src), shape_str(own[k])))
     end
   end
+  -- copy_ works across devices: a CPU checkpoint loads into parameters on OpenCL
   tide.no_grad(function()
     for _, k in ipairs(keys) do
       if sd[k] ~= nil then own[k]:copy_(sd[k]) end
@@ -568,7 +596,7 @@ local function posint(fname, v, n, what)
   return v
 end
 local function param(shape, opts)
-  local t = tide.empty(shape, { dtype = opts.dtype })
+  local t = tide.empty(shape, { dtype = opts.dtype, device = opts.device })
   if not t:is_floating_point() then raise(("parameters must be floating point, got dtype %s"):format(t.dtype.name)) end
   return t:requires_grad_()
 end
@@ -894,10 +922,10 @@ local function batchnorm_class(name, dims)
       self:register_parameter("weight", nil); self:register_parameter("bias", nil)
     end
     if self.track_running_stats then
-      local dt = { dtype = self.affine and self.weight.dtype or opts.dtype }
+      local dt = { dtype = self.affine and self.weight.dtype or opts.dtype, device = opts.device }
       self:register_buffer("running_mean", tide.zeros(n, dt))
       self:register_buffer("running_var", tide.ones(n, dt))
-      self:register_buffer("num_batches_tracked", tide.zeros({}, { dtype = "int64" }))
+      self:register_buffer("num_batches_tracked", tide.zeros({}, { dtype = "int64", device = opts.device }))
     end
   end
   function BN:forward(x)

@@ -90,8 +90,8 @@ function M.spectral_norm(m, opts)
   end
   m[name .. "_orig"] = w
   local W = tide.no_grad(function() return matrix(w) end)
-  m:register_buffer(name .. "_u", normalize(tide.randn(W:size(1), { dtype = w.dtype }), eps))
-  m:register_buffer(name .. "_v", normalize(tide.randn(W:size(2), { dtype = w.dtype }), eps))
+  m:register_buffer(name .. "_u", normalize(tide.randn(W:size(1), { dtype = w.dtype, device = w.device }), eps))
+  m:register_buffer(name .. "_v", normalize(tide.randn(W:size(2), { dtype = w.dtype, device = w.device }), eps))
   local function power(self, n)
     tide.no_grad(function()
       local Wm = matrix(self[name .. "_orig"])

@@ -1,0 +1,89 @@
+/*
+** cl.h -- internal header of the OpenCL device runtime (opencl/): the device,
+** its buffers, the program cache and the eager kernels of every op kind.
+**
+** A tensor on "opencl" has a storage whose `dev` is a cl_mem and whose `ptr`
+** is NULL; its geometry (sizes, strides, offset in elements) is the same as on
+** the CPU, so views are made by the CPU's view kernel and cost nothing here.
+** Kernels are OpenCL C generated per (op, dtypes) and built once per process
+** (PoCL also keeps the binaries on disk, POCL_CACHE_DIR). One device per
+** process: the first "opencl:N" used picks it.
+*/
+#ifndef CL_H
+#define CL_H
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include "rt.h"
+
+/* -- The device ---------------------------------------------------------------------- */
+
+/* Open device `index` (-1: TIDE_OPENCL_DEVICE or 0) once; 0 or an error. */
+int cl_init(int index);
+int cl_has_fp64(void);
+const char *cl_device_name(void);
+/* The device's context and in-order queue (for libraries such as CLBlast). */
+cl_context cl_ctx(void);      /* (not "cl_context": that is the OpenCL type) */
+cl_command_queue cl_queue(void);
+/* Turn an OpenCL status into a Lua-facing error: "op: OpenCL <call> failed: CL_... (code)". */
+int cl_check(cl_int st, const char *op, const char *call);
+
+/* -- Buffers and transfers ---------------------------------------------------------- */
+
+RtStorage *cl_storage_new(size_t nbytes);     /* device storage, or NULL + error */
+void cl_storage_free(RtStorage *s);           /* from rt_storage_release */
+static inline cl_mem cl_buf(const td_tensor *t) { return (cl_mem)t->rt_storage->dev; }
+/* A contiguous tensor on the device, uninitialized. */
+td_tensor *cl_tensor_new(int ndim, const int64_t *size, int dtype);
+/* Copies between a contiguous device tensor and host memory (blocking). */
+int cl_write(td_tensor *dst, const void *src, size_t nbytes);
+int cl_read(const td_tensor *src, void *dst, size_t nbytes);
+/* A CPU tensor's contiguous copy on the device, and the reverse (+1 refs). */
+td_tensor *cl_from_cpu(td_tensor *t);
+td_tensor *cl_to_cpu(const td_tensor *t);
+
+/* -- Programs and launches ------------------------------------------------------------ */
+
+/* The OpenCL C every program starts with: fp64 where the device has it, and
+** ClGeo with geo_off() (the strided index of linear element i). */
+extern const char cl_prelude[];
+/* Kernel `name` of the program whose source is `src` (built on first use,
+** cached by the text). A failed build is an error carrying the build log and
+** the source; `op` names the op in messages. */
+cl_kernel cl_kernel_get(const char *src, const char *name, const char *op);
+/* Set argument i (size bytes at p); errors name the op. */
+int cl_arg(cl_kernel k, int i, size_t size, const void *p, const char *op);
+#define CL_ARGV(k, i, v, op) cl_arg((k), (i), sizeof(v), &(v), (op))
+/* Run k over n work-items (1-D); nothing when n == 0. */
+int cl_run(cl_kernel k, int64_t n, const char *op);
+/* The OpenCL C type name of a dtype ("float", "long", "uchar", ...). */
+const char *cl_type(int dtype);
+
+/* Strided geometry of up to 4 operands, as the kernels read it (a struct
+** argument by value; every field 8 bytes so host and device layouts agree). */
+#define CL_MAXOP 4
+typedef struct ClGeo {
+  cl_long nd;
+  cl_long size[TD_MAX_DIMS];
+  cl_long st[CL_MAXOP][TD_MAX_DIMS];   /* element strides; 0 on broadcast dims */
+  cl_long off[CL_MAXOP];               /* element offsets */
+} ClGeo;
+/* Geometry of out and inputs broadcast to out's shape (dims merged where all
+** operands allow it; see rt_ew_dims). */
+void cl_geo(ClGeo *g, const td_tensor *out, int nin, td_tensor *const *in);
+
+/* -- Kernels per op kind (the op table's kernel hook for device tensors) ------------- */
+
+int cl_kern(RtCall *c, td_tensor *out);        /* dispatch on the op's kind */
+int cl_kern_ew(RtCall *c, td_tensor *out);     /* cl_ew.c */
+int cl_kern_red(RtCall *c, td_tensor *out);    /* cl_red.c */
+int cl_kern_row(RtCall *c, td_tensor *out);    /* cl_red.c */
+int cl_kern_matmul(RtCall *c, td_tensor *out); /* cl_blas.c */
+int cl_kern_index(RtCall *c, td_tensor *out);  /* cl_index.c: index ops, cat, unfold/fold */
+/* A device tensor converted to dtype dt / made contiguous (+1 ref). */
+td_tensor *cl_as_dtype(td_tensor *t, int dt);
+td_tensor *cl_as_contig(td_tensor *t);
+/* Fill a contiguous device tensor with v. */
+int cl_fill(td_tensor *t, double v);
+
+#endif

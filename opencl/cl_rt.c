@@ -1,0 +1,366 @@
+/*
+** cl_rt.c -- the OpenCL device runtime: picking the device, buffers, host
+** transfers, the program cache, launches, and the dispatch of an op call to
+** the kernels of its kind. Every OpenCL failure becomes a tide error naming
+** the op, the call and the status.
+*/
+#include "cl.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+/* -- Status names ------------------------------------------------------------------------ */
+
+static const char *status_name(cl_int st)
+{
+  switch (st) {
+#define S(x) case x: return #x;
+  S(CL_DEVICE_NOT_FOUND) S(CL_DEVICE_NOT_AVAILABLE) S(CL_COMPILER_NOT_AVAILABLE)
+  S(CL_MEM_OBJECT_ALLOCATION_FAILURE) S(CL_OUT_OF_RESOURCES) S(CL_OUT_OF_HOST_MEMORY)
+  S(CL_BUILD_PROGRAM_FAILURE) S(CL_INVALID_VALUE) S(CL_INVALID_DEVICE) S(CL_INVALID_CONTEXT)
+  S(CL_INVALID_COMMAND_QUEUE) S(CL_INVALID_MEM_OBJECT) S(CL_INVALID_PROGRAM)
+  S(CL_INVALID_KERNEL_NAME) S(CL_INVALID_KERNEL) S(CL_INVALID_ARG_INDEX) S(CL_INVALID_ARG_VALUE)
+  S(CL_INVALID_ARG_SIZE) S(CL_INVALID_KERNEL_ARGS) S(CL_INVALID_WORK_DIMENSION)
+  S(CL_INVALID_WORK_GROUP_SIZE) S(CL_INVALID_GLOBAL_WORK_SIZE) S(CL_INVALID_BUFFER_SIZE)
+  case -1001: return "CL_PLATFORM_NOT_FOUND_KHR"; S(CL_INVALID_PLATFORM) S(CL_INVALID_OPERATION)
+#undef S
+  }
+  return "CL_ERROR";
+}
+
+int cl_check(cl_int st, const char *op, const char *call)
+{
+  if (st == CL_SUCCESS) return 0;
+  return rt_err(TD_ERR_DEVICE, "%s: OpenCL %s failed: %s (%d)", op, call, status_name(st), (int)st);
+}
+
+/* -- The device ---------------------------------------------------------------------------- */
+
+static struct {
+  int ready, index, fp64;
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_context ctx;
+  cl_command_queue q;
+  char name[256];
+} dev = { .index = -1 };
+static pthread_mutex_t dev_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Set at exit: tensors freed by Lua's final collection no longer call into
+** the driver, whose own exit handlers may have run. */
+static int dev_closed;
+static void dev_close(void) { if (dev.q) clFinish(dev.q); dev_closed = 1; }   /* nothing left queued */
+
+/* Devices of every platform, in platform order: "opencl:N" counts across them. */
+static int list_devices(cl_device_id *out, cl_platform_id *plat, int max, char *why, size_t whyn)
+{
+  cl_platform_id ps[16]; cl_uint np = 0;
+  cl_int st = clGetPlatformIDs(16, ps, &np);
+  if (st != CL_SUCCESS || np == 0) {
+    snprintf(why, whyn, "no OpenCL platform found (%s); install an OpenCL driver, e.g. the Debian "
+             "package pocl-opencl-icd, or check OCL_ICD_VENDORS", st == CL_SUCCESS ? "0 platforms" : status_name(st));
+    return 0;
+  }
+  int n = 0;
+  for (cl_uint p = 0; p < np && n < max; p++) {
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, (cl_uint)(max - n), out + n, &nd) != CL_SUCCESS) continue;
+    for (cl_uint k = 0; k < nd; k++) plat[n + k] = ps[p];
+    n += (int)nd;
+  }
+  if (n == 0) snprintf(why, whyn, "%u OpenCL platform(s) but no device", np);
+  return n;
+}
+
+int cl_init(int index)
+{
+  if (index < 0) {
+    const char *e = getenv("TIDE_OPENCL_DEVICE");
+    index = dev.ready ? dev.index : (e && *e ? atoi(e) : 0);
+  }
+  if (dev.ready) {
+    if (index != dev.index)
+      return rt_err(TD_ERR_DEVICE, "opencl: device opencl:%d is in use; one OpenCL device per process "
+                    "(opencl:%d was asked for)", dev.index, index);
+    return 0;
+  }
+  pthread_mutex_lock(&dev_mu);
+  int rc = 0;
+  if (!dev.ready) {
+    cl_device_id ds[64]; cl_platform_id ps[64]; char why[256] = "";
+    int n = list_devices(ds, ps, 64, why, sizeof why);
+    cl_int st = CL_SUCCESS;
+    if (n == 0) rc = rt_err(TD_ERR_DEVICE, "opencl: %s", why);
+    else if (index >= n) rc = rt_err(TD_ERR_DEVICE, "opencl: device opencl:%d does not exist (%d device%s found)",
+                                     index, n, n == 1 ? "" : "s");
+    else {
+      dev.device = ds[index]; dev.platform = ps[index];
+      dev.ctx = clCreateContext(NULL, 1, &dev.device, NULL, NULL, &st);
+      if (st == CL_SUCCESS) dev.q = clCreateCommandQueue(dev.ctx, dev.device, 0, &st);
+      if (st != CL_SUCCESS) rc = cl_check(st, "opencl", "context/queue creation");
+      else {
+        clGetDeviceInfo(dev.device, CL_DEVICE_NAME, sizeof dev.name - 1, dev.name, NULL);
+        char ext[4096] = "";
+        clGetDeviceInfo(dev.device, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL);
+        dev.fp64 = strstr(ext, "cl_khr_fp64") != NULL;
+        dev.index = index;
+        atexit(dev_close);           /* after the driver was loaded: runs before its handlers */
+        __atomic_store_n(&dev.ready, 1, __ATOMIC_RELEASE);
+      }
+    }
+  } else if (index != dev.index)
+    rc = rt_err(TD_ERR_DEVICE, "opencl: device opencl:%d is in use; one OpenCL device per process", dev.index);
+  pthread_mutex_unlock(&dev_mu);
+  return rc;
+}
+
+int cl_has_fp64(void) { return dev.fp64; }
+const char *cl_device_name(void) { return dev.ready ? dev.name : ""; }
+cl_context cl_ctx(void) { return dev.ctx; }
+cl_command_queue cl_queue(void) { return dev.q; }
+
+TD_API int td_opencl_init(int index) { return cl_init(index); }
+TD_API const char *td_opencl_device_name(void) { return cl_device_name(); }
+TD_API int td_opencl_device_count(void)
+{
+  cl_device_id ds[64]; cl_platform_id ps[64]; char why[256];
+  return list_devices(ds, ps, 64, why, sizeof why);
+}
+TD_API int td_opencl_device_index(void) { return dev.ready ? dev.index : -1; }
+TD_API void td_opencl_finish(void) { if (dev.ready && !dev_closed) clFinish(dev.q); }
+
+/* -- Buffers ------------------------------------------------------------------------------- */
+
+RtStorage *cl_storage_new(size_t nbytes)
+{
+  if (cl_init(-1)) return NULL;
+  RtStorage *s = calloc(1, sizeof *s);
+  if (!s) return rt_errp(TD_ERR_NOMEM, "opencl: out of host memory");
+  cl_int st;
+  /* a zero-byte buffer is invalid in OpenCL: empty tensors get a token one */
+  cl_mem m = clCreateBuffer(dev.ctx, CL_MEM_READ_WRITE, nbytes ? nbytes : 64, NULL, &st);
+  if (st != CL_SUCCESS) {
+    free(s);
+    return rt_errp(TD_ERR_NOMEM, "opencl: allocating %zu bytes on %s failed: %s", nbytes, dev.name, status_name(st));
+  }
+  s->refcount = 1; s->device_type = TD_OPENCL; s->nbytes = nbytes; s->dev = m;
+  rt_live_add((int64_t)nbytes);
+  return s;
+}
+
+void cl_storage_free(RtStorage *s)
+{
+  /* commands still queued on the buffer keep it alive (OpenCL's own refcount) */
+  if (!dev_closed) clReleaseMemObject((cl_mem)s->dev);
+  free(s);
+}
+
+td_tensor *cl_tensor_new(int ndim, const int64_t *size, int dtype)
+{
+  return rt_tensor_new_on(TD_OPENCL, ndim, size, dtype);
+}
+
+int cl_write(td_tensor *dst, const void *src, size_t nbytes)
+{
+  if (!nbytes) return 0;
+  size_t off = (size_t)dst->offset * rt_dtype_size(dst->scalar_type);
+  return cl_check(clEnqueueWriteBuffer(dev.q, cl_buf(dst), CL_TRUE, off, nbytes, src, 0, NULL, NULL),
+                  "to", "clEnqueueWriteBuffer");
+}
+
+int cl_read(const td_tensor *src, void *dst, size_t nbytes)
+{
+  if (!nbytes) return 0;
+  size_t off = (size_t)src->offset * rt_dtype_size(src->scalar_type);
+  return cl_check(clEnqueueReadBuffer(dev.q, cl_buf(src), CL_TRUE, off, nbytes, dst, 0, NULL, NULL),
+                  "to", "clEnqueueReadBuffer");
+}
+
+td_tensor *cl_from_cpu(td_tensor *t)
+{
+  td_tensor *c = rt_as_contig(t);
+  if (!c) return NULL;
+  td_tensor *o = cl_tensor_new(t->ndim, t->sizes, t->scalar_type);
+  if (o && cl_write(o, c->ptr, (size_t)c->nelem * rt_dtype_size(c->scalar_type))) { td_release(o); o = NULL; }
+  td_release(c);
+  return o;
+}
+
+td_tensor *cl_to_cpu(const td_tensor *t)
+{
+  td_tensor *c = cl_as_contig((td_tensor *)t);
+  if (!c) return NULL;
+  td_tensor *o = rt_tensor_new(t->ndim, t->sizes, t->scalar_type);
+  if (o && cl_read(c, o->ptr, (size_t)c->nelem * rt_dtype_size(c->scalar_type))) { td_release(o); o = NULL; }
+  td_release(c);
+  return o;
+}
+
+/* -- Programs --------------------------------------------------------------------------------- */
+
+const char cl_prelude[] =
+  "#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n"
+  "typedef struct { long nd; long size[8]; long st[4][8]; long off[4]; } ClGeo;\n"
+  "/* element offset of operand k for linear index i (row-major over size) */\n"
+  "inline long geo_off(const ClGeo *g, int k, long i) {\n"
+  "  long o = g->off[k];\n"
+  "  for (int d = (int)g->nd - 1; d >= 0; d--) { long s = g->size[d]; o += (i % s) * g->st[k][d]; i /= s; }\n"
+  "  return o;\n}\n";
+
+typedef struct Prog { struct Prog *next; uint64_t hash; size_t len; char *src; cl_program p;
+                      struct Kern { struct Kern *next; char name[64]; cl_kernel k; } *kernels; } Prog;
+static Prog *progs;
+
+static uint64_t fnv(const char *s, size_t n)
+{
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ull; }
+  return h;
+}
+
+static Prog *program(const char *src, const char *op)
+{
+  size_t len = strlen(src);
+  uint64_t h = fnv(src, len);
+  for (Prog *p = progs; p; p = p->next)
+    if (p->hash == h && p->len == len && !memcmp(p->src, src, len)) return p;
+  if (cl_init(-1)) return NULL;
+  cl_int st;
+  const char *parts[2] = { cl_prelude, src };
+  cl_program pr = clCreateProgramWithSource(dev.ctx, 2, parts, NULL, &st);
+  if (st != CL_SUCCESS) return cl_check(st, op, "clCreateProgramWithSource"), NULL;
+  st = clBuildProgram(pr, 1, &dev.device, "-cl-std=CL1.2", NULL, NULL);
+  if (st != CL_SUCCESS) {
+    size_t n = 0;
+    clGetProgramBuildInfo(pr, dev.device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+    char *log = calloc(1, n + 1);
+    if (log) clGetProgramBuildInfo(pr, dev.device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+    rt_err(TD_ERR_DEVICE, "%s: OpenCL kernel build failed on %s: %s\n--- build log ---\n%s\n--- kernel source ---\n%s",
+           op, dev.name, status_name(st), log ? log : "", src);
+    free(log);
+    clReleaseProgram(pr);
+    return NULL;
+  }
+  Prog *p = calloc(1, sizeof *p);
+  char *copy = malloc(len + 1);
+  if (!p || !copy) { free(p); free(copy); clReleaseProgram(pr); return rt_errp(TD_ERR_NOMEM, "%s: out of memory", op); }
+  memcpy(copy, src, len + 1);
+  p->hash = h; p->len = len; p->src = copy; p->p = pr; p->next = progs; progs = p;
+  return p;
+}
+
+cl_kernel cl_kernel_get(const char *src, const char *name, const char *op)
+{
+  Prog *p = program(src, op);
+  if (!p) return NULL;
+  for (struct Kern *k = p->kernels; k; k = k->next)
+    if (!strcmp(k->name, name)) return k->k;
+  cl_int st;
+  cl_kernel kk = clCreateKernel(p->p, name, &st);
+  if (st != CL_SUCCESS) return cl_check(st, op, "clCreateKernel"), NULL;
+  struct Kern *k = calloc(1, sizeof *k);
+  if (!k) { clReleaseKernel(kk); return rt_errp(TD_ERR_NOMEM, "%s: out of memory", op); }
+  snprintf(k->name, sizeof k->name, "%s", name);
+  k->k = kk; k->next = p->kernels; p->kernels = k;
+  return kk;
+}
+
+int cl_arg(cl_kernel k, int i, size_t size, const void *p, const char *op)
+{
+  return cl_check(clSetKernelArg(k, (cl_uint)i, size, p), op, "clSetKernelArg");
+}
+
+int cl_run(cl_kernel k, int64_t n, const char *op)
+{
+  if (n <= 0) return 0;
+  size_t g = (size_t)n;
+  return cl_check(clEnqueueNDRangeKernel(dev.q, k, 1, NULL, &g, NULL, 0, NULL, NULL), op, "clEnqueueNDRangeKernel");
+}
+
+const char *cl_type(int dt)
+{
+  static const char *names[TD_DTYPE__MAX] = { "uchar", "uchar", "int", "long", "float", "double" };
+  return dt >= 0 && dt < TD_DTYPE__MAX ? names[dt] : "?";
+}
+
+void cl_geo(ClGeo *g, const td_tensor *out, int nin, td_tensor *const *in)
+{
+  int64_t st[RT_EW_MAXOP][TD_MAX_DIMS];
+  int nd;
+  memset(g, 0, sizeof *g);
+  rt_ew_dims(out, nin, in, &nd, g->size, st);
+  g->nd = nd;
+  for (int k = 0; k <= nin && k < CL_MAXOP; k++) {
+    memcpy(g->st[k], st[k], sizeof g->st[k]);
+    g->off[k] = k == 0 ? out->offset : in[k - 1]->offset;
+  }
+}
+
+/* -- Dispatch --------------------------------------------------------------------------------- */
+
+/* A call on the device: CPU 0-dim inputs (Lua numbers, scalars) are uploaded
+** first, so the kernels of each kind see device tensors only. */
+int cl_kern(RtCall *c, td_tensor *out)
+{
+  td_tensor *up[RT_MAX_IN];
+  td_tensor *const *orig = c->in;
+  int n = 0, rc = 0;
+  for (int i = 0; i < c->nin; i++) {
+    if (orig[i]->device_type == TD_OPENCL) { up[i] = orig[i]; td_retain(up[i]); }
+    else if (!(up[i] = cl_from_cpu(orig[i]))) { rc = TD_ERR_NOMEM; break; }
+    n = i + 1;
+  }
+  if (!rc) {
+    c->in = up;
+    switch (rt_ops[c->op].kind) {
+    case RT_K_EW: rc = cl_kern_ew(c, out); break;
+    case RT_K_RED: rc = cl_kern_red(c, out); break;
+    case RT_K_ROW: rc = cl_kern_row(c, out); break;
+    case RT_K_CONTR: rc = cl_kern_matmul(c, out); break;
+    case RT_K_INDEX: rc = cl_kern_index(c, out); break;
+    case RT_K_MOVE: rc = c->op == RT_OP_COPY ? cl_kern_ew(c, out) : rt_ops[c->op].kern(c, out); break;
+    default: rc = rt_err(TD_ERR_DEVICE, "%s: not available on opencl", rt_op_lname(c->op));
+    }
+    c->in = orig;
+  }
+  for (int i = 0; i < n; i++) td_release(up[i]);
+  return rc;
+}
+
+td_tensor *cl_as_dtype(td_tensor *t, int dt)
+{
+  if (t->scalar_type == dt) { td_retain(t); return t; }
+  td_tensor *o = cl_tensor_new(t->ndim, t->sizes, dt);
+  if (!o) return NULL;
+  RtCall c = { .op = RT_OP_CAST, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = dt };
+  c.attrs.dtype = dt;
+  if (cl_kern_ew(&c, o)) { td_release(o); return NULL; }
+  return o;
+}
+
+td_tensor *cl_as_contig(td_tensor *t)
+{
+  if (rt_tensor_is_contig(t)) { td_retain(t); return t; }
+  td_tensor *o = cl_tensor_new(t->ndim, t->sizes, t->scalar_type);
+  if (!o) return NULL;
+  RtCall c = { .op = RT_OP_COPY, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = t->scalar_type };
+  if (cl_kern_ew(&c, o)) { td_release(o); return NULL; }
+  return o;
+}
+
+/* -- Moving tensors between devices ----------------------------------------------------------- */
+
+/* A copy of t on `device`, or t itself when it is already there. */
+TD_API td_tensor *td_to_device(td_tensor *t, int device, int index)
+{
+  if (!t) return rt_errp(TD_ERR_ARG, "to: tensor expected");
+  if (device != TD_CPU && device != TD_OPENCL) return rt_errp(TD_ERR_DEVICE, "to: unknown device %d", device);
+  if (device == TD_OPENCL && cl_init(index)) return NULL;
+  if (t->device_type == device) { td_retain(t); return t; }
+  if (!t->ptr && !(t->rt_storage && t->rt_storage->dev))
+    return rt_errp(TD_ERR_STATE, "to: tensor of shape %s has no data (traced inside a compiled function)", RT_SHAPE(t));
+  td_tensor *y = device == TD_OPENCL ? cl_from_cpu(t) : cl_to_cpu(t);
+  /* differentiable, as PyTorch's to(): the gradient moves back */
+  if (y && td_grad_enabled() && (t->flags & TD_TF_REQUIRES_GRAD) && jit_grad_record_to(t, y)) { td_release(y); return NULL; }
+  return y;
+}
