@@ -95,3 +95,16 @@ print(("x = 2: d(x^3)/dx = %g, d2(x^3)/dx2 = %g"):format(dz:item(), d2z:item()))
 local t = tide.randn(4, 3, { dtype = tide.float64 }):requires_grad_()
 print("gradcheck(tanh(t) * t:sum(2, true)):",
       tide.autograd.gradcheck(function(a) return a:tanh() * a:sum(2, true) end, { t }))
+
+section("Devices: OpenCL")
+if tide.opencl.is_available() then
+  print("device:", tide.opencl.device_name())
+  local a = tide.randn(3, 4):to("opencl")              -- or tide.randn(3, 4, { device = "opencl" })
+  local y = (a:t():matmul(a) + 1):softmax(2)             -- runs on the device (CLBlast for matmul)
+  print(y)                                              -- printed through a host copy, device='opencl:0'
+  local p = tide.randn(4, { requires_grad = true })
+  p:to("opencl"):exp():sum():backward()                 -- to() is differentiable
+  print(("grad on the CPU leaf: max |p.grad - exp(p)| = %.1e"):format((p.grad - p:detach():exp()):abs():max():item()))
+else
+  print("no OpenCL device (install pocl-opencl-icd or a GPU driver)")
+end
