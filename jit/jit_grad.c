@@ -114,6 +114,8 @@ RULE(relu, SO, return set(k, 0, WHERE(opn(k, RT_OP_GT, OUT, 0), G, num(k, 0)));)
 ** u = sqrt(2/pi) (x + 0.044715 x^3) */
 RULE(gelu, S0, {
   td_tensor *x = IN(0), *d;
+  if (x && G && !td_grad_enabled() && rt_gelu_grad_fits(G, x))   /* eager, no graph of the gradient */
+    return set(k, 0, jit_tmp(k, rt_gelu_grad(G, x, k->n->attrs.flags & 1)));
   if (k->n->attrs.flags & 1) {
     td_tensor *x2 = MUL(x, x);
     td_tensor *u = MULN(MUL(x, ADDN(MULN(x2, 0.044715), 1)), sqrt(2.0 / M_PI));

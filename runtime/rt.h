@@ -150,6 +150,10 @@ int rt_wrap_dim(const char *op, int64_t *dim, int ndim);
 td_tensor *rt_as_dtype(td_tensor *t, int dt);
 /* Contiguous version of t (retained t if already contiguous). */
 td_tensor *rt_as_contig(td_tensor *t);
+/* g * gelu'(x) in one pass (rt_ew.c), when rt_gelu_grad_fits: the eager
+** derivative of gelu when no graph of the gradient is recorded. */
+bool rt_gelu_grad_fits(const td_tensor *g, const td_tensor *x);
+td_tensor *rt_gelu_grad(const td_tensor *g, const td_tensor *x, int tanh_form);
 /* The eager kernel of op for tensors on `device`. */
 RtKernFn rt_kern_of(int op, int device);
 int cl_kern(RtCall *c, td_tensor *out);      /* every op on opencl (opencl/cl_rt.c) */

@@ -362,3 +362,64 @@ int rt_kern_ew(RtCall *c, td_tensor *out)
   for (int i = 0; i < c->nin; i++) td_release(in[i]);
   return rc;
 }
+
+/* -- The eager derivative of gelu ------------------------------------------------------------
+** g * gelu'(x) in one pass instead of the rule's ~11 elementwise ops (each a
+** full pass over memory), for the common eager case: the backward records no
+** graph of the gradient (create_graph off), CPU, contiguous, same shape and
+** float dtype. The arithmetic is the rule's, op by op (jit_grad.c):
+**   erf:  d = (erf(x/sqrt2) + 1) * 0.5 + x * (exp(x*x * -0.5) * 1/sqrt(2 pi))
+**   tanh: t = tanh(u), u = x (x^2 0.044715 + 1) sqrt(2/pi),
+**         d = (t + 1) * 0.5 + x * 0.5 * ((1 - t^2) (x^2 3*0.044715 + 1) sqrt(2/pi)) */
+#define GELU_D_ERF(T, ERF, EXP) \
+  g * ((ERF(x * (T)M_SQRT1_2) + (T)1) * (T)0.5 + x * (EXP(x * x * (T)-0.5) * (T)0.3989422804014327))
+#define GELU_D_TANH(T, TANH) ({ T x2 = x * x, s = (T)0.7978845608028654; \
+  T t = TANH(x * (x2 * (T)0.044715 + (T)1) * s); \
+  g * ((t + (T)1) * (T)0.5 + x * (T)0.5 * (((T)1 - t * t) * ((x2 * (T)(3 * 0.044715) + (T)1) * s))); })
+#define GELU_GRAD_BLK(fn, T, expr) \
+  static __attribute__((noinline)) void fn(T *restrict o, const T *restrict gp, const T *restrict xp, int64_t n) \
+  { for (int64_t i = 0; i < n; i++) { T g = gp[i], x = xp[i]; o[i] = (expr); } }
+GELU_GRAD_BLK(gelu_d_erf_f32, float, GELU_D_ERF(float, erff, expf))
+GELU_GRAD_BLK(gelu_d_erf_f64, double, GELU_D_ERF(double, erf, exp))
+GELU_GRAD_BLK(gelu_d_tanh_f32, float, GELU_D_TANH(float, tanhf))
+GELU_GRAD_BLK(gelu_d_tanh_f64, double, GELU_D_TANH(double, tanh))
+
+typedef struct { char *o; const char *g, *x; int es, tanh_form, f64; } GeluGrad;
+
+/* Ranges are cut in EW_BLK multiples (EW_GRAIN is one) and each block runs
+** through the same vector body, so values do not depend on the thread count. */
+static void gelu_grad_range(void *vj, int64_t b, int64_t e)
+{
+  const GeluGrad *j = vj;
+  for (int64_t i = b; i < e; i += EW_BLK) {
+    int64_t m = e - i < EW_BLK ? e - i : EW_BLK;
+    char *o = j->o + i * j->es;
+    const char *g = j->g + i * j->es, *x = j->x + i * j->es;
+    if (m < EW_BLK) {            /* the tail: through a zero-padded block */
+      _Alignas(64) double gb[EW_BLK] = { 0 }, xb[EW_BLK] = { 0 }, ob[EW_BLK];
+      memcpy(gb, g, m * j->es); memcpy(xb, x, m * j->es);
+      g = (const char *)gb; x = (const char *)xb; o = (char *)ob;
+    }
+    if (j->f64) (j->tanh_form ? gelu_d_tanh_f64 : gelu_d_erf_f64)((double *)o, (const double *)g, (const double *)x, EW_BLK);
+    else (j->tanh_form ? gelu_d_tanh_f32 : gelu_d_erf_f32)((float *)o, (const float *)g, (const float *)x, EW_BLK);
+    if (m < EW_BLK) memcpy(j->o + i * j->es, o, m * j->es);
+  }
+}
+
+bool rt_gelu_grad_fits(const td_tensor *g, const td_tensor *x)
+{
+  return !jit_tracing && g->device_type == TD_CPU && x->device_type == TD_CPU && g->ptr && x->ptr &&
+         rt_is_float(x->scalar_type) && g->scalar_type == x->scalar_type && g->ndim == x->ndim &&
+         !memcmp(g->sizes, x->sizes, (size_t)x->ndim * sizeof(int64_t)) &&
+         rt_tensor_is_contig(g) && rt_tensor_is_contig(x);
+}
+
+td_tensor *rt_gelu_grad(const td_tensor *g, const td_tensor *x, int tanh_form)
+{
+  td_tensor *o = rt_tensor_new(x->ndim, x->sizes, x->scalar_type);
+  if (!o) return NULL;
+  GeluGrad j = { rt_ptr(o), rt_ptr(g), rt_ptr(x), rt_dtype_size(x->scalar_type), tanh_form,
+                 x->scalar_type == TD_FLOAT64 };
+  rt_parallel_for(x->nelem, EW_GRAIN, gelu_grad_range, &j);
+  return o;
+}

@@ -420,3 +420,26 @@ describe("inference_mode", function()
     assert.is_true(tide.is_grad_enabled())
   end)
 end)
+
+describe("one-pass eager derivatives", function()
+  -- gelu's backward runs as one kernel when no graph of the gradient is
+  -- recorded; with create_graph it runs the rule's ops. Both must agree.
+  for _, dt in ipairs { "float32", "float64" } do
+    for _, form in ipairs { "none", "tanh" } do
+      it(("gelu (%s form, %s) equals the rule's ops"):format(form, dt), function()
+        local x = (tide.randn(1023, 7, { dtype = dt }) * 3):requires_grad_()
+        local g = tide.randn(1023, 7, { dtype = dt })
+        local fast = tide.autograd.grad({ x:gelu { approximate = form } }, { x }, { grad_outputs = { g } })[1]
+        local ops = tide.autograd.grad({ x:gelu { approximate = form } }, { x },
+                                       { grad_outputs = { g }, create_graph = true })[1]
+        assert.is_true(ops.requires_grad)
+        H.close(fast, ops:detach(), dt == "float32" and 2e-6 or 1e-14)
+        -- a non-contiguous gradient takes the rule's ops
+        local gt = tide.randn(7, 1023, { dtype = dt }):t()
+        local a = tide.autograd.grad({ x:gelu { approximate = form } }, { x }, { grad_outputs = { gt } })[1]
+        local b = tide.autograd.grad({ x:gelu { approximate = form } }, { x }, { grad_outputs = { gt:contiguous() } })[1]
+        H.close(a, b, dt == "float32" and 2e-6 or 1e-14)
+      end)
+    end
+  end
+end)
