@@ -28,92 +28,12 @@
 ** accumulated in int64 and truncated to the dtype, as rt_blas.c's loop.
 */
 
-/* -- Geometry (rt_blas.c's, with device offsets) ----------------------------------------------- */
+/* -- Geometry: rt_blas.c's (RtMmGeom, rt.h) ----------------------------------------------------- */
 
-typedef struct {
-  int64_t rows, cols, rs, cs, off;     /* the matrix, its element strides and offset */
-  int64_t bst[TD_MAX_DIMS];            /* strides over the result's batch dims (0: broadcast) */
-} MmOperand;
-
-typedef struct {
-  int64_t M, N, K, nbatch;
-  int nbd;                             /* batch dims of the result */
-  int64_t bsz[TD_MAX_DIMS];
-  MmOperand a, b;
-} MmGeom;
-
-static void mm_operand(MmOperand *o, const td_tensor *t, int mat, int nbd)
-{
-  int tb = t->ndim - mat;              /* t's batch dims, aligned right */
-  for (int d = 0; d < nbd; d++) {
-    int td = d - (nbd - tb);
-    o->bst[d] = (td < 0 || t->sizes[td] == 1) ? 0 : t->strides[td];
-  }
-  o->off = t->offset;
-}
-
-/* a 1-D is a (1,K) row, b 1-D a (K,1) column. */
-static void mm_geom(MmGeom *g, const td_tensor *a, const td_tensor *b, const td_tensor *out)
-{
-  int a1 = a->ndim == 1, b1 = b->ndim == 1;
-  g->K = a->sizes[a->ndim - 1];
-  g->M = a1 ? 1 : a->sizes[a->ndim - 2];
-  g->N = b1 ? 1 : b->sizes[b->ndim - 1];
-  g->nbd = out->ndim - !a1 - !b1;
-  g->nbatch = 1;
-  for (int d = 0; d < g->nbd; d++) { g->bsz[d] = out->sizes[d]; g->nbatch *= out->sizes[d]; }
-  g->a.rows = g->M; g->a.cols = g->K;
-  g->a.rs = a1 ? 0 : a->strides[a->ndim - 2]; g->a.cs = a->strides[a->ndim - 1];
-  g->b.rows = g->K; g->b.cols = g->N;
-  g->b.rs = b1 ? b->strides[0] : b->strides[b->ndim - 2]; g->b.cs = b1 ? 0 : b->strides[b->ndim - 1];
-  mm_operand(&g->a, a, a1 ? 1 : 2, g->nbd);
-  mm_operand(&g->b, b, b1 ? 1 : 2, g->nbd);
-}
-
-/* Element offsets of batch bi (row-major over the result's batch dims). */
-static void mm_batch_off(const MmGeom *g, int64_t bi, int64_t *oa, int64_t *ob)
-{
-  int64_t a = 0, b = 0;
-  for (int d = g->nbd - 1; d >= 0; d--) {
-    int64_t i = bi % g->bsz[d];
-    bi /= g->bsz[d];
-    a += i * g->a.bst[d]; b += i * g->b.bst[d];
-  }
-  *oa = a; *ob = b;
-}
-
-/* How a strided (rows x cols) matrix goes to row-major CLBlast: NoTrans with
-** leading dim ld ((i,j) at i*ld + j) or Trans ((i,j) at j*ld + i); the stride
-** of a size-1 dim is irrelevant. -1: it has to be copied. */
-static int mm_layout(const MmOperand *o, int64_t *ld)
-{
-  int64_t r1 = o->rows > 1 ? o->rows : 1, c1 = o->cols > 1 ? o->cols : 1;
-  if (o->cs == 1 || o->cols <= 1) {
-    *ld = o->rows <= 1 ? c1 : o->rs;
-    if (*ld >= c1) return CLBlastTransposeNo;
-  }
-  if (o->rs == 1 || o->rows <= 1) {
-    *ld = o->cols <= 1 ? r1 : o->cs;
-    if (*ld >= r1) return CLBlastTransposeYes;
-  }
-  return -1;
-}
-
-/* When b has no batch strides and a's batch dims continue its row stride, the
-** whole call is one (nbatch*M, K) @ (K, N) product. Its row stride, or -1. */
-static int64_t mm_fold_ld(const MmGeom *g, int ta, int64_t lda)
-{
-  if (ta != CLBlastTransposeNo || g->nbatch == 1) return -1;
-  int64_t ld = g->M > 1 ? lda : -1, rows = g->M;   /* M == 1: the first batch stride sets it */
-  for (int d = g->nbd - 1; d >= 0; d--) {
-    if (g->bsz[d] == 1) continue;
-    if (g->b.bst[d] != 0) return -1;
-    if (ld < 0) ld = g->a.bst[d];
-    else if (g->a.bst[d] != ld * rows) return -1;
-    rows *= g->bsz[d];
-  }
-  return ld >= (g->K > 1 ? g->K : 1) ? ld : -1;
-}
+/* Operand offsets are the tensors' element offsets in their buffers; CLBlast
+** takes any leading dim (rt_mm_layouts' and rt_mm_fold_ld's limit: INT64_MAX). */
+_Static_assert(CLBlastTransposeNo == RT_MM_NOTRANS && CLBlastTransposeYes == RT_MM_TRANS,
+               "RT_MM_* are CLBlast's values");
 
 /* -- Float path: CLBlast ----------------------------------------------------------------------- */
 
@@ -139,13 +59,13 @@ static int mm_check(CLBlastStatusCode st, int dt, const char *routine)
 }
 
 /* C (the contiguous result at element offset coff) = the nbatch products. */
-static int mm_clblast(const MmGeom *g, int dt, cl_mem A, int ta, int64_t lda, cl_mem B, int tb, int64_t ldb,
+static int mm_clblast(const RtMmGeom *g, int dt, cl_mem A, int ta, int64_t lda, cl_mem B, int tb, int64_t ldb,
                       cl_mem C, int64_t coff)
 {
   cl_command_queue q = cl_queue();
   const CLBlastLayout L = CLBlastLayoutRowMajor;
   const CLBlastTranspose TA = (CLBlastTranspose)ta, TB = (CLBlastTranspose)tb;
-  int64_t fld = mm_fold_ld(g, ta, lda);
+  int64_t fld = rt_mm_fold_ld(g, ta, lda, INT64_MAX);
   size_t M = (size_t)g->M, N = (size_t)g->N, K = (size_t)g->K;
   if (g->nbatch == 1 || fld > 0) {
     if (fld > 0) { M *= (size_t)g->nbatch; lda = fld; }
@@ -162,7 +82,7 @@ static int mm_clblast(const MmGeom *g, int dt, cl_mem A, int ta, int64_t lda, cl
   if (!offs || !scal) { free(offs); free(scal); return rt_err(TD_ERR_NOMEM, "matmul: out of host memory"); }
   for (size_t i = 0; i < nb; i++) {
     int64_t oa, ob;
-    mm_batch_off(g, (int64_t)i, &oa, &ob);
+    rt_mm_batch_off(g, (int64_t)i, &oa, &ob);
     offs[i] = (size_t)(g->a.off + oa); offs[nb + i] = (size_t)(g->b.off + ob);
     offs[2 * nb + i] = (size_t)coff + i * M * N;
   }
@@ -186,7 +106,7 @@ static int mm_clblast(const MmGeom *g, int dt, cl_mem A, int ta, int64_t lda, cl
 
 /* One work-item per result element i: operand offsets over the result's shape
 ** (batch dims, then M unless a is 1-D, then N unless b is 1-D). */
-static int mm_int(const MmGeom *g, const td_tensor *a, const td_tensor *b, td_tensor *out)
+static int mm_int(const RtMmGeom *g, const td_tensor *a, const td_tensor *b, td_tensor *out)
 {
   const char *T = cl_type(out->scalar_type);
   char src[1024];
@@ -232,23 +152,14 @@ int cl_kern_matmul(RtCall *c, td_tensor *out)
     return rt_err(TD_ERR_DTYPE, "matmul: the OpenCL device has no float64 (cl_khr_fp64)");
   td_tensor *a = cl_as_dtype(c->in[0], dt), *b = cl_as_dtype(c->in[1], dt);
   if (!a || !b) { rc = TD_ERR_NOMEM; goto done; }
-  MmGeom g;
-  mm_geom(&g, a, b, out);
+  RtMmGeom g;
+  rt_mm_geom(&g, a, b, out);
   if (out->nelem == 0) goto done;
   if (g.K == 0) { rc = cl_fill(out, 0); goto done; }
   if (rt_is_float(dt)) {
-    int64_t lda = 0, ldb = 0;
-    int ta = mm_layout(&g.a, &lda), tb = mm_layout(&g.b, &ldb);
-    if (ta < 0 || tb < 0) {
-      /* neither row-major nor transposed: copy the offending operand(s) */
-      td_tensor *t;
-      if (ta < 0) { t = cl_as_contig(a); td_release(a); a = t; }
-      if (tb < 0) { t = cl_as_contig(b); td_release(b); b = t; }
-      if (!a || !b) { rc = TD_ERR_NOMEM; goto done; }
-      mm_geom(&g, a, b, out);
-      ta = mm_layout(&g.a, &lda); tb = mm_layout(&g.b, &ldb);
-    }
-    rc = mm_clblast(&g, dt, cl_buf(a), ta, lda, cl_buf(b), tb, ldb, cl_buf(out), out->offset);
+    RtMmLayout l;   /* an operand that is neither row-major nor transposed is copied (cl_as_contig) */
+    if ((rc = rt_mm_layouts(&g, &a, &b, out, INT64_MAX, &l))) goto done;
+    rc = mm_clblast(&g, dt, cl_buf(a), l.ta, l.lda, cl_buf(b), l.tb, l.ldb, cl_buf(out), out->offset);
   } else if (dt == TD_UINT8 || dt == TD_INT32 || dt == TD_INT64) {
     rc = mm_int(&g, a, b, out);
   } else {

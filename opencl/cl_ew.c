@@ -62,8 +62,9 @@ static const char *binary(int op, int cd)
   case RT_OP_SUB: return "x - y";
   case RT_OP_MUL: return "x * y";
   case RT_OP_DIV: return rt_is_float(cd) ? "x / y" : NULL;
-  case RT_OP_MINIMUM: return "x < y ? x : (y < x ? y : (x != x ? x : y))";
-  case RT_OP_MAXIMUM: return "x > y ? x : (y > x ? y : (x != x ? x : y))";
+  /* a NaN operand wins; integers have none (and clang warns on x != x) */
+  case RT_OP_MINIMUM: return rt_is_float(cd) ? "x < y ? x : (y < x ? y : (x != x ? x : y))" : "x < y ? x : y";
+  case RT_OP_MAXIMUM: return rt_is_float(cd) ? "x > y ? x : (y > x ? y : (x != x ? x : y))" : "x > y ? x : y";
   case RT_OP_POW: return rt_is_float(cd) ? "y == (CT)2 ? x * x : pow(x, y)" : "ipow(x, y)";
   case RT_OP_EQ: return "x == y";
   case RT_OP_NE: return "x != y";

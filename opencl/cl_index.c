@@ -20,8 +20,9 @@
 **                                 from 0 in (ki, kj) order, the CPU's order.
 ** No two work-items write one element and no data atomics are needed, so the
 ** accumulating ops add in the CPU's order and match it bit for bit (the build
-** has no -cl-fast-relaxed-math). slice_scatter and cat are copies into views of
-** the result through cl_ew.c's COPY kernel, which also converts dtypes.
+** has no -cl-fast-relaxed-math). slice_scatter and cat are rt_index.c's kernels:
+** copies into views of the result through the device's COPY kernel (cl_ew.c,
+** through rt_copy_into), which also converts dtypes.
 **
 ** Index errors: every kernel tests each index it reads; a bad one is skipped
 ** and its row-major position in idx goes into a one-int device slot with
@@ -35,14 +36,10 @@
 
 /* -- Launch helpers ------------------------------------------------------------------------- */
 
-/* Kernel arguments in order; the first failure sticks. */
-typedef struct { cl_kernel k; const char *op; int n, rc; } IxArgs;
-static void ix_arg(IxArgs *a, size_t size, const void *p)
-{
-  if (!a->rc) a->rc = cl_arg(a->k, a->n, size, p, a->op);
-  a->n++;
-}
-#define IX_ARG(a, v) ix_arg((a), sizeof(v), &(v))
+/* A kernel argument: its size and where its value is (see ix_run). */
+typedef struct { size_t size; const void *p; } IxArg;
+#define IX_ARG(v) { sizeof(v), &(v) }
+#define IX_NARGS(av) ((int)(sizeof(av) / sizeof *(av)))
 
 /* Offsets of operands 0..nk-1 at linear index i over g's size, in one pass. */
 static const char ix_prelude[] =
@@ -78,15 +75,6 @@ static void geo_set(ClGeo *g, int k, const int64_t *st, int64_t off)
 {
   for (int d = 0; d < g->nd; d++) g->st[k][d] = st[d];
   g->off[k] = off;
-}
-
-/* dst <- src through dst's strides, converting the dtype (cl_ew.c's COPY kernel). */
-static int ix_copy(td_tensor *dst, td_tensor *src)
-{
-  RtCall cc = { .op = RT_OP_COPY, .nin = 1, .in = &src, .cdtype = src->scalar_type,
-                .scalar_type = dst->scalar_type, .ndim = dst->ndim };
-  memcpy(cc.sizes, dst->sizes, sizeof cc.sizes);
-  return cl_kern_ew(&cc, dst);
 }
 
 /* -- Index errors ---------------------------------------------------------------------------- */
@@ -127,13 +115,17 @@ static int err_end(const char *op, const td_tensor *idx, int dim, int64_t size)
                 op, x + 1, dim + 1, (long long)size);
 }
 
-/* Set the trailing args (n, ..., err), run n work-items, report index errors. */
-static int run_checked(IxArgs *a, cl_long n, const td_tensor *idx, int dim, int64_t size)
+/* Run k over n work-items with the arguments av[0..nargs). With idx, the error
+** slot is reset and passed after them, and a bad index of idx raises the CPU's
+** message (dim, size: the ones it names); without, nothing is checked. */
+static int ix_run(cl_kernel k, const char *op, int nargs, const IxArg *av, cl_long n,
+                  const td_tensor *idx, int dim, int64_t size)
 {
-  IX_ARG(a, err_slot);
-  if (a->rc) return a->rc;
-  int rc = cl_run(a->k, n, a->op);
-  return rc ? rc : err_end(a->op, idx, dim, size);
+  int rc = idx ? err_begin(op) : 0;
+  for (int i = 0; i < nargs && !rc; i++) rc = cl_arg(k, i, av[i].size, av[i].p, op);
+  if (!rc && idx) rc = CL_ARGV(k, nargs, err_slot, op);
+  if (!rc) rc = cl_run(k, n, op);
+  return rc || !idx ? rc : err_end(op, idx, dim, size);
 }
 
 /* Every index of idx checked against [0, size), nothing else. */
@@ -147,16 +139,13 @@ static int ix_check(const char *op, const td_tensor *idx, int dim, int64_t size)
 {
   cl_kernel k = ix_kernel(op, check_src, TD_UINT8, TD_UINT8, idx->scalar_type);
   if (!k) return TD_ERR_DEVICE;
-  int rc = err_begin(op);
-  if (rc) return rc;
   ClGeo g;
   geo_init(&g, idx->ndim, idx->sizes);
   geo_set(&g, 0, idx->strides, idx->offset);
   cl_long n = idx->nelem, S = size;
-  IxArgs a = { k, op, 0, 0 };
   cl_mem ib = cl_buf(idx);
-  IX_ARG(&a, ib); IX_ARG(&a, g); IX_ARG(&a, n); IX_ARG(&a, S);
-  return run_checked(&a, n, idx, dim, size);
+  IxArg av[] = { IX_ARG(ib), IX_ARG(g), IX_ARG(n), IX_ARG(S) };
+  return ix_run(k, op, IX_NARGS(av), av, n, idx, dim, size);
 }
 
 /* -- index_select and gather ------------------------------------------------------------------- */
@@ -198,13 +187,10 @@ static int ix_gather(RtCall *c, td_tensor *out)
     geo_set(&g, 2, idx->strides, idx->offset);
     geo_set(&g, 3, pos, 0);
   }
-  int rc = err_begin(op);
-  if (rc) return rc;
   cl_long n = out->nelem, xsd = x->strides[dim], Sl = S;
   cl_mem ob = cl_buf(out), xb = cl_buf(x), ib = cl_buf(idx);
-  IxArgs a = { k, op, 0, 0 };
-  IX_ARG(&a, ob); IX_ARG(&a, xb); IX_ARG(&a, ib); IX_ARG(&a, g); IX_ARG(&a, n); IX_ARG(&a, xsd); IX_ARG(&a, Sl);
-  return run_checked(&a, n, idx, dim, S);
+  IxArg av[] = { IX_ARG(ob), IX_ARG(xb), IX_ARG(ib), IX_ARG(g), IX_ARG(n), IX_ARG(xsd), IX_ARG(Sl) };
+  return ix_run(k, op, IX_NARGS(av), av, n, idx, dim, S);
 }
 
 /* -- index_add and scatter_add ----------------------------------------------------------------- */
@@ -230,7 +216,7 @@ static int ix_accum(RtCall *c, td_tensor *out)
   int dim = (int)c->attrs.i[0], rc;
   td_tensor *idx = c->in[1], *src = c->in[2];
   int64_t S = out->sizes[dim], it[TD_MAX_DIMS], pos[TD_MAX_DIMS];
-  if ((rc = ix_copy(out, c->in[0]))) return rc;
+  if ((rc = rt_copy_into(out, c->in[0]))) return rc;
   ClGeo g;
   cl_long L, isd, pstep;
   if (c->op == RT_OP_INDEX_ADD) {           /* positions (o, i) of out; idx (n) along dim */
@@ -255,52 +241,11 @@ static int ix_accum(RtCall *c, td_tensor *out)
   if (n == 0) return ix_check(op, idx, dim, S);
   cl_kernel k = ix_kernel(op, accum_src, out->scalar_type, src->scalar_type, idx->scalar_type);
   if (!k) return TD_ERR_DEVICE;
-  if ((rc = err_begin(op))) return rc;
   cl_long osd = out->strides[dim], ssd = src->strides[dim], Sl = S;
   cl_mem ob = cl_buf(out), sb = cl_buf(src), ib = cl_buf(idx);
-  IxArgs a = { k, op, 0, 0 };
-  IX_ARG(&a, ob); IX_ARG(&a, sb); IX_ARG(&a, ib); IX_ARG(&a, g); IX_ARG(&a, n); IX_ARG(&a, L);
-  IX_ARG(&a, osd); IX_ARG(&a, ssd); IX_ARG(&a, isd); IX_ARG(&a, pstep); IX_ARG(&a, Sl);
-  return run_checked(&a, n, idx, dim, S);
-}
-
-/* -- slice_scatter and cat: copies into views of the result ---------------------------------- */
-
-/* attrs.i = { dim, start, stop, step } (normalized by meta): out = base with
-** out[..., start:stop:step, ...] = src */
-static int ix_slice_scatter(RtCall *c, td_tensor *out)
-{
-  const int64_t *s = c->attrs.i;
-  td_tensor *src = c->in[1];
-  int rc = ix_copy(out, c->in[0]);
-  if (rc || src->nelem == 0) return rc;
-  int64_t st[TD_MAX_DIMS];
-  memcpy(st, out->strides, sizeof st);
-  st[s[0]] *= s[3];
-  td_tensor *v = rt_tensor_alias(out, out->ndim, src->sizes, st, out->offset + s[1] * out->strides[s[0]]);
-  if (!v) return TD_ERR_NOMEM;
-  rc = ix_copy(v, src);
-  td_release(v);
-  return rc;
-}
-
-/* input i fills positions [off, off + len_i) of out along dim */
-static int ix_cat(RtCall *c, td_tensor *out)
-{
-  int dim = (int)c->attrs.i[0];
-  int64_t off = 0;
-  for (int i = 0; i < c->nin; i++) {
-    td_tensor *x = c->in[i];
-    if (x->nelem) {
-      td_tensor *v = rt_tensor_alias(out, out->ndim, x->sizes, out->strides, out->offset + off * out->strides[dim]);
-      if (!v) return TD_ERR_NOMEM;
-      int rc = ix_copy(v, x);
-      td_release(v);
-      if (rc) return rc;
-    }
-    off += x->sizes[dim];
-  }
-  return 0;
+  IxArg av[] = { IX_ARG(ob), IX_ARG(sb), IX_ARG(ib), IX_ARG(g), IX_ARG(n), IX_ARG(L), IX_ARG(osd), IX_ARG(ssd),
+                 IX_ARG(isd), IX_ARG(pstep), IX_ARG(Sl) };
+  return ix_run(k, op, IX_NARGS(av), av, n, idx, dim, S);
 }
 
 /* -- unfold and fold -------------------------------------------------------------------------- */
@@ -362,9 +307,8 @@ static int ix_window(RtCall *c, td_tensor *out, int fold)
   if (!k) return TD_ERR_DEVICE;
   cl_long n = out->nelem;
   cl_mem ob = cl_buf(out), xb = cl_buf(x);
-  IxArgs a = { k, op, 0, 0 };
-  IX_ARG(&a, ob); IX_ARG(&a, xb); IX_ARG(&a, w); IX_ARG(&a, n);
-  return a.rc ? a.rc : cl_run(k, n, op);
+  IxArg av[] = { IX_ARG(ob), IX_ARG(xb), IX_ARG(w), IX_ARG(n) };
+  return ix_run(k, op, IX_NARGS(av), av, n, NULL, 0, 0);
 }
 
 /* -- Dispatch ------------------------------------------------------------------------------------ */
@@ -374,8 +318,8 @@ int cl_kern_index(RtCall *c, td_tensor *out)
   switch (c->op) {
   case RT_OP_INDEX_SELECT: case RT_OP_GATHER: return ix_gather(c, out);
   case RT_OP_INDEX_ADD: case RT_OP_SCATTER_ADD: return ix_accum(c, out);
-  case RT_OP_SLICE_SCATTER: return ix_slice_scatter(c, out);
-  case RT_OP_CAT: return ix_cat(c, out);
+  case RT_OP_SLICE_SCATTER: return rt_kern_slice_scatter(c, out);   /* copies: rt_index.c's */
+  case RT_OP_CAT: return rt_kern_cat(c, out);
   case RT_OP_UNFOLD: return ix_window(c, out, 0);
   case RT_OP_FOLD: return ix_window(c, out, 1);
   }

@@ -165,6 +165,58 @@ void rt_ew_dims(const td_tensor *out, int nin, td_tensor *const *in, int *nd, in
                 int64_t (*strides)[TD_MAX_DIMS]);
 /* Run a call whose meta has succeeded, into a new or given output. */
 td_tensor *rt_call_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs);
+/* dst <- src through dst's strides, converting the dtype: the COPY kernel of
+** dst's device (rt_index.c). */
+int rt_copy_into(td_tensor *dst, td_tensor *src);
+
+/* -- Matmul geometry (rt_blas.c; shared by the CPU and OpenCL kernels) ------------- */
+
+/* A matmul is `nbatch` products C (M,N) = A (M,K) @ B (K,N) into the contiguous
+** result. An operand is a strided (rows x cols) matrix: element strides rs, cs,
+** its tensor's element offset `off`, and strides over the result's batch dims
+** (0 where it is broadcast), so broadcast operands are never copied. A 1-D a is
+** a (1,K) row, a 1-D b a (K,1) column. */
+typedef struct RtMmOperand {
+  int64_t rows, cols, rs, cs, off;     /* the matrix, its element strides and offset */
+  int64_t bst[TD_MAX_DIMS];            /* strides over the result's batch dims (0: broadcast) */
+} RtMmOperand;
+
+typedef struct RtMmGeom {
+  int64_t M, N, K, nbatch;
+  int nbd;                             /* batch dims of the result */
+  int64_t bsz[TD_MAX_DIMS];
+  RtMmOperand a, b;
+} RtMmGeom;
+
+void rt_mm_geom(RtMmGeom *g, const td_tensor *a, const td_tensor *b, const td_tensor *out);
+
+/* How the operands go to a row-major BLAS: each RT_MM_NOTRANS with leading dim
+** ld ((i,j) at i*ld + j) or RT_MM_TRANS ((i,j) at j*ld + i), ld <= maxld (the
+** values are CBLAS's and CLBlast's enums). An operand that fits neither is
+** replaced by its contiguous copy (on its device; the reference in *a or *b
+** moves to the copy) and g = rt_mm_geom(*a, *b, out) is recomputed. 0, or
+** TD_ERR_NOMEM. */
+#define RT_MM_NOTRANS 111
+#define RT_MM_TRANS 112
+typedef struct RtMmLayout { int ta, tb; int64_t lda, ldb; } RtMmLayout;
+int rt_mm_layouts(RtMmGeom *g, td_tensor **a, td_tensor **b, const td_tensor *out, int64_t maxld, RtMmLayout *l);
+/* When b has no batch strides and a (layout ta, leading dim lda) continues its
+** rows through its batch dims, the whole call is one (nbatch*M, K) @ (K, N)
+** product (x (B,T,C) @ W (C,D)): its row stride (rows and stride <= maxld), or -1. */
+int64_t rt_mm_fold_ld(const RtMmGeom *g, int ta, int64_t lda, int64_t maxld);
+
+/* Element offsets of batch bi from a's and b's `off` (row-major over the
+** result's batch dims). Inline: the CPU's integer loop calls it per row. */
+static inline void rt_mm_batch_off(const RtMmGeom *g, int64_t bi, int64_t *oa, int64_t *ob)
+{
+  int64_t a = 0, b = 0;
+  for (int d = g->nbd - 1; d >= 0; d--) {
+    int64_t i = bi % g->bsz[d];
+    bi /= g->bsz[d];
+    a += i * g->a.bst[d]; b += i * g->b.bst[d];
+  }
+  *oa = a; *ob = b;
+}
 
 /* -- Autograd hooks (jit/jit_grad.c) ---------------------------------------------- */
 

@@ -57,35 +57,9 @@ int rt_meta_matmul(RtCall *c)
   return 0;
 }
 
-/* -- Geometry ----------------------------------------------------------------------------- */
+/* -- Geometry (RtMmGeom in rt.h: shared with opencl/cl_blas.c) --------------------------- */
 
-typedef struct {
-  int64_t rows, cols, rs, cs;          /* the matrix and its element strides */
-  int64_t bst[TD_MAX_DIMS];            /* strides over the result's batch dims (0: broadcast) */
-  char *p;
-} MmOperand;
-
-typedef struct {
-  int64_t M, N, K, nbatch;
-  int nbd;                             /* batch dims of the result */
-  int64_t bsz[TD_MAX_DIMS];
-  MmOperand a, b;
-  char *c;                             /* the contiguous result, nbatch blocks of M*N */
-  int es;                              /* element size */
-} MmGeom;
-
-static void mm_operand(MmOperand *o, const td_tensor *t, int mat, int nbd)
-{
-  int nd = t->ndim, tb = nd - mat;     /* t's batch dims */
-  for (int d = 0; d < nbd; d++) {
-    int td = d - (nbd - tb);
-    o->bst[d] = (td < 0 || t->sizes[td] == 1) ? 0 : t->strides[td];
-  }
-  o->p = rt_ptr(t);
-}
-
-/* a 1-D is a (1,K) row, b 1-D a (K,1) column. */
-static void mm_geom(MmGeom *g, const td_tensor *a, const td_tensor *b, td_tensor *out)
+void rt_mm_geom(RtMmGeom *g, const td_tensor *a, const td_tensor *b, const td_tensor *out)
 {
   int a1 = a->ndim == 1, b1 = b->ndim == 1;
   g->K = a->sizes[a->ndim - 1];
@@ -98,49 +72,52 @@ static void mm_geom(MmGeom *g, const td_tensor *a, const td_tensor *b, td_tensor
   g->a.rs = a1 ? 0 : a->strides[a->ndim - 2]; g->a.cs = a->strides[a->ndim - 1];
   g->b.rows = g->K; g->b.cols = g->N;
   g->b.rs = b1 ? b->strides[0] : b->strides[b->ndim - 2]; g->b.cs = b1 ? 0 : b->strides[b->ndim - 1];
-  mm_operand(&g->a, a, a1 ? 1 : 2, g->nbd);
-  mm_operand(&g->b, b, b1 ? 1 : 2, g->nbd);
-  g->c = rt_ptr(out);
-  g->es = rt_dtype_size(out->scalar_type);
-}
-
-/* Element offsets of batch bi (row-major over the result's batch dims). */
-static void mm_batch_off(const MmGeom *g, int64_t bi, int64_t *oa, int64_t *ob)
-{
-  int64_t a = 0, b = 0;
-  for (int d = g->nbd - 1; d >= 0; d--) {
-    int64_t i = bi % g->bsz[d];
-    bi /= g->bsz[d];
-    a += i * g->a.bst[d]; b += i * g->b.bst[d];
+  for (int k = 0; k < 2; k++) {
+    const td_tensor *t = k ? b : a;
+    RtMmOperand *o = k ? &g->b : &g->a;
+    int tb = t->ndim - (t->ndim == 1 ? 1 : 2);   /* t's batch dims, aligned right */
+    for (int d = 0; d < g->nbd; d++) {
+      int td = d - (g->nbd - tb);
+      o->bst[d] = (td < 0 || t->sizes[td] == 1) ? 0 : t->strides[td];
+    }
+    o->off = t->offset;
   }
-  *oa = a; *ob = b;
 }
 
-/* -- BLAS path ----------------------------------------------------------------------------- */
-
-/* How a strided (rows x cols) matrix maps to row-major BLAS: CblasNoTrans with
-** leading dim ld (element (i,j) at i*ld + j), or CblasTrans (stored transposed:
-** (i,j) at j*ld + i). The stride of a size-1 dim is irrelevant. -1: copy needed. */
-static int mm_layout(const MmOperand *o, int64_t *ld)
+/* RT_MM_NOTRANS or RT_MM_TRANS with leading dim *ld <= maxld, or -1 (rt.h);
+** the stride of a size-1 dim is irrelevant. */
+static int mm_layout(const RtMmOperand *o, int64_t maxld, int64_t *ld)
 {
   int64_t r1 = o->rows > 1 ? o->rows : 1, c1 = o->cols > 1 ? o->cols : 1;
   if (o->cs == 1 || o->cols <= 1) {
     *ld = o->rows <= 1 ? c1 : o->rs;
-    if (*ld >= c1 && *ld <= INT_MAX) return CblasNoTrans;
+    if (*ld >= c1 && *ld <= maxld) return RT_MM_NOTRANS;
   }
   if (o->rs == 1 || o->rows <= 1) {
     *ld = o->cols <= 1 ? r1 : o->cs;
-    if (*ld >= r1 && *ld <= INT_MAX) return CblasTrans;
+    if (*ld >= r1 && *ld <= maxld) return RT_MM_TRANS;
   }
   return -1;
 }
 
-/* When b has no batch strides and a's batch dims continue its row stride, the
-** whole call is one (nbatch*M, K) @ (K, N) product (x (B,T,C) @ W (C,D)).
-** Returns the row stride of that tall matrix, or -1. */
-static int64_t mm_fold_ld(const MmGeom *g, int ta, int64_t lda)
+int rt_mm_layouts(RtMmGeom *g, td_tensor **a, td_tensor **b, const td_tensor *out, int64_t maxld, RtMmLayout *l)
 {
-  if (ta != CblasNoTrans || g->nbatch == 1) return -1;
+  l->lda = l->ldb = 0;
+  l->ta = mm_layout(&g->a, maxld, &l->lda); l->tb = mm_layout(&g->b, maxld, &l->ldb);
+  if (l->ta >= 0 && l->tb >= 0) return 0;
+  /* neither row-major nor transposed: copy the offending operand(s) */
+  td_tensor *t;
+  if (l->ta < 0) { t = rt_as_contig(*a); td_release(*a); *a = t; }
+  if (l->tb < 0) { t = rt_as_contig(*b); td_release(*b); *b = t; }
+  if (!*a || !*b) return TD_ERR_NOMEM;
+  rt_mm_geom(g, *a, *b, out);
+  l->ta = mm_layout(&g->a, maxld, &l->lda); l->tb = mm_layout(&g->b, maxld, &l->ldb);
+  return 0;
+}
+
+int64_t rt_mm_fold_ld(const RtMmGeom *g, int ta, int64_t lda, int64_t maxld)
+{
+  if (ta != RT_MM_NOTRANS || g->nbatch == 1) return -1;
   int64_t ld = g->M > 1 ? lda : -1, rows = g->M;   /* M == 1: the first batch stride sets it */
   for (int d = g->nbd - 1; d >= 0; d--) {
     if (g->bsz[d] == 1) continue;
@@ -149,8 +126,23 @@ static int64_t mm_fold_ld(const MmGeom *g, int ta, int64_t lda)
     else if (g->a.bst[d] != ld * rows) return -1;
     rows *= g->bsz[d];
   }
-  return ld >= (g->K > 1 ? g->K : 1) && ld <= INT_MAX && rows <= INT_MAX ? ld : -1;
+  return ld >= (g->K > 1 ? g->K : 1) && ld <= maxld && rows <= maxld ? ld : -1;
 }
+
+/* The CPU's call: the geometry and the operands' data (a tensor's data pointer
+** is its storage at the geometry's `off`; batch bi adds rt_mm_batch_off's
+** element offsets). */
+typedef struct {
+  RtMmGeom g;
+  const char *a, *b;
+  char *c;                             /* the contiguous result, nbatch blocks of M*N */
+  int64_t es;                          /* element size */
+} MmCpu;
+
+/* -- BLAS path ----------------------------------------------------------------------------- */
+
+/* CblasNoTrans / CblasTrans are rt_mm_layouts' values (leading dims up to INT_MAX). */
+_Static_assert(CblasNoTrans == RT_MM_NOTRANS && CblasTrans == RT_MM_TRANS, "RT_MM_* are CBLAS's values");
 
 /* One product C (M,N) = op(A) op(B), C row-major with leading dim ldc. gemv for a single row or
 ** column, dot for 1x1; strides along K: A NoTrans 1, Trans lda; B NoTrans ldb, Trans 1. */
@@ -182,22 +174,22 @@ static void mm_blas_one(int dt, int ta, int tb, int M, int N, int K, const void 
 /* The float path's work items: nbatch products, each cut into nsplit blocks of
 ** rows (split_m) or columns of C. */
 typedef struct {
-  const MmGeom *g;
+  const MmCpu *m;
   int ta, tb, dt, split_m;
   int64_t lda, ldb, fld, nsplit, blk;
 } MmJob;
 
 static void mm_blas_items(void *ctx, int64_t begin, int64_t end)
 {
-  const MmJob *j = ctx; const MmGeom *g = j->g;
-  int64_t es = g->es;
+  const MmJob *j = ctx; const MmCpu *m = j->m; const RtMmGeom *g = &m->g;
+  int64_t es = m->es;
   for (int64_t it = begin; it < end; it++) {
     int64_t bi = it / j->nsplit, s = it % j->nsplit;
     int64_t M = j->fld > 0 ? g->nbatch * g->M : g->M, N = g->N;
-    const char *A = g->a.p, *B = g->b.p;
-    char *C = g->c + bi * g->M * g->N * es;
+    const char *A = m->a, *B = m->b;
+    char *C = m->c + bi * g->M * g->N * es;
     int64_t lda = j->fld > 0 ? j->fld : j->lda;
-    if (j->fld <= 0) { int64_t oa, ob; mm_batch_off(g, bi, &oa, &ob); A += oa * es; B += ob * es; }
+    if (j->fld <= 0) { int64_t oa, ob; rt_mm_batch_off(g, bi, &oa, &ob); A += oa * es; B += ob * es; }
     int64_t b0 = s * j->blk, n = (j->split_m ? M : N) - b0;
     if (n > j->blk) n = j->blk;
     if (n <= 0) continue;
@@ -214,14 +206,15 @@ static void mm_blas_items(void *ctx, int64_t begin, int64_t end)
   }
 }
 
-static void mm_blas(const MmGeom *g, int ta, int64_t lda, int tb, int64_t ldb, int dt)
+static void mm_blas(const MmCpu *m, int ta, int64_t lda, int tb, int64_t ldb, int dt)
 {
   static int blas_single;
   if (!__atomic_load_n(&blas_single, __ATOMIC_ACQUIRE)) {
     openblas_set_num_threads(1);
     __atomic_store_n(&blas_single, 1, __ATOMIC_RELEASE);
   }
-  MmJob j = { .g = g, .ta = ta, .tb = tb, .dt = dt, .lda = lda, .ldb = ldb, .fld = mm_fold_ld(g, ta, lda) };
+  const RtMmGeom *g = &m->g;
+  MmJob j = { .m = m, .ta = ta, .tb = tb, .dt = dt, .lda = lda, .ldb = ldb, .fld = rt_mm_fold_ld(g, ta, lda, INT_MAX) };
   int64_t nb = j.fld > 0 ? 1 : g->nbatch, M = j.fld > 0 ? g->nbatch * g->M : g->M, N = g->N;
   /* cut a product into up to 8 blocks when the batch has fewer than 8 products,
   ** keeping >= ~2 MFLOP and 16 rows/columns per block. The cut depends on the
@@ -245,12 +238,12 @@ static void mm_blas(const MmGeom *g, int ta, int64_t lda, int tb, int64_t ldb, i
 /* C[r, j] = sum_k A[i, k] B[k, j] accumulated in int64, over result rows r = (batch, i). */
 #define MM_INT(sfx, T) \
   static void mm_rows_##sfx(void *ctx, int64_t begin, int64_t end) { \
-    const MmGeom *g = ctx; \
+    const MmCpu *m = ctx; const RtMmGeom *g = &m->g; \
     for (int64_t r = begin; r < end; r++) { \
       int64_t bi = r / g->M, i = r % g->M, oa, ob; \
-      mm_batch_off(g, bi, &oa, &ob); \
-      const T *A = (const T *)g->a.p + oa + i * g->a.rs, *B = (const T *)g->b.p + ob; \
-      T *C = (T *)g->c + r * g->N; \
+      rt_mm_batch_off(g, bi, &oa, &ob); \
+      const T *A = (const T *)m->a + oa + i * g->a.rs, *B = (const T *)m->b + ob; \
+      T *C = (T *)m->c + r * g->N; \
       for (int64_t j = 0; j < g->N; j++) { \
         int64_t acc = 0; \
         for (int64_t k = 0; k < g->K; k++) acc += (int64_t)A[k * g->a.cs] * (int64_t)B[k * g->b.rs + j * g->b.cs]; \
@@ -268,33 +261,27 @@ int rt_kern_matmul(RtCall *c, td_tensor *out)
   int dt = c->cdtype, rc = 0;
   td_tensor *a = rt_as_dtype(c->in[0], dt), *b = rt_as_dtype(c->in[1], dt);
   if (!a || !b) { rc = TD_ERR_NOMEM; goto done; }
-  MmGeom g;
-  mm_geom(&g, a, b, out);
+  MmCpu m;
+  const RtMmGeom *g = &m.g;
+  rt_mm_geom(&m.g, a, b, out);
+  m.a = rt_ptr(a); m.b = rt_ptr(b); m.c = rt_ptr(out); m.es = rt_dtype_size(out->scalar_type);
   if (out->nelem == 0) goto done;
-  if (g.K == 0) { memset(rt_ptr(out), 0, (size_t)out->nelem * g.es); goto done; }
+  if (g->K == 0) { memset(rt_ptr(out), 0, (size_t)out->nelem * m.es); goto done; }
   if (rt_is_float(dt)) {
-    if (g.M > INT_MAX || g.N > INT_MAX || g.K > INT_MAX) {
+    if (g->M > INT_MAX || g->N > INT_MAX || g->K > INT_MAX) {
       rc = rt_err(TD_ERR_SHAPE, "matmul: %s @ %s has a dim above BLAS's limit of %d",
                   RT_SHAPE(c->in[0]), RT_SHAPE(c->in[1]), INT_MAX);
       goto done;
     }
-    int64_t lda = 0, ldb = 0;
-    int ta = mm_layout(&g.a, &lda), tb = mm_layout(&g.b, &ldb);
-    if (ta < 0 || tb < 0) {
-      /* neither row-major nor transposed: copy the offending operand(s) */
-      td_tensor *t;
-      if (ta < 0) { t = rt_as_contig(a); td_release(a); a = t; }
-      if (tb < 0) { t = rt_as_contig(b); td_release(b); b = t; }
-      if (!a || !b) { rc = TD_ERR_NOMEM; goto done; }
-      mm_geom(&g, a, b, out);
-      ta = mm_layout(&g.a, &lda); tb = mm_layout(&g.b, &ldb);
-    }
-    mm_blas(&g, ta, lda, tb, ldb, dt);
+    RtMmLayout l;
+    if ((rc = rt_mm_layouts(&m.g, &a, &b, out, INT_MAX, &l))) goto done;
+    m.a = rt_ptr(a); m.b = rt_ptr(b);           /* a copied operand's data */
+    mm_blas(&m, l.ta, l.lda, l.tb, l.ldb, dt);
   } else {
     RtRangeFn fn = dt == TD_UINT8 ? mm_rows_u8 : dt == TD_INT32 ? mm_rows_i32 : dt == TD_INT64 ? mm_rows_i64 : NULL;
     if (!fn) { rc = rt_err(TD_ERR_DTYPE, "matmul: not supported for dtype %s", td_dtype_name(dt)); goto done; }
-    int64_t rows = g.nbatch * g.M, work = g.N * g.K;
-    rt_parallel_for(rows, work > 0 ? 1 + 65536 / work : 65536, fn, &g);
+    int64_t rows = g->nbatch * g->M, work = g->N * g->K;
+    rt_parallel_for(rows, work > 0 ? 1 + 65536 / work : 65536, fn, &m);
   }
 done:
   td_release(a); td_release(b);

@@ -66,13 +66,15 @@ static td_tensor *idx_load(const char *op, td_tensor *idx, int64_t dim, int64_t 
   return u;
 }
 
-/* dst <- src through dst's strides, converting the dtype (the COPY kernel). */
-static int copy_into(td_tensor *dst, td_tensor *src)
+/* dst <- src through dst's strides, converting the dtype: the COPY kernel of
+** dst's device, so the copying kernels below (slice_scatter, cat) also serve
+** the OpenCL device (opencl/cl_index.c). */
+int rt_copy_into(td_tensor *dst, td_tensor *src)
 {
   RtCall cc = { .op = RT_OP_COPY, .nin = 1, .in = &src, .cdtype = src->scalar_type,
-                .scalar_type = dst->scalar_type, .ndim = dst->ndim };
+                .scalar_type = dst->scalar_type, .ndim = dst->ndim, .device = dst->device_type };
   memcpy(cc.sizes, dst->sizes, sizeof cc.sizes);
-  return rt_kern_ew(&cc, dst);
+  return rt_kern_of(RT_OP_COPY, dst->device_type)(&cc, dst);
 }
 
 /* Typed `dst[i*sd] += src[i*ss]` for i < n, by dtype (ORDER DTYPE; no bool). */
@@ -186,7 +188,7 @@ int rt_kern_index_add(RtCall *c, td_tensor *out)
   td_tensor *ix = idx_load("index_add", c->in[1], dim, out->sizes[dim]);
   if (!ix) return TD_ERR_INDEX;
   td_tensor *s1 = NULL, *s = NULL;
-  if ((rc = copy_into(out, c->in[0]))) goto done;
+  if ((rc = rt_copy_into(out, c->in[0]))) goto done;
   s1 = rt_as_dtype(c->in[2], dt);
   s = s1 ? rt_as_contig(s1) : NULL;
   if (!s) { rc = TD_ERR_NOMEM; goto done; }
@@ -338,7 +340,7 @@ int rt_kern_scatter_add(RtCall *c, td_tensor *out)
   td_tensor *ix = idx_load("scatter_add", c->in[1], dim, out->sizes[dim]);
   if (!ix) return TD_ERR_INDEX;
   td_tensor *s = NULL;
-  if ((rc = copy_into(out, c->in[0]))) goto done;
+  if ((rc = rt_copy_into(out, c->in[0]))) goto done;
   if (!(s = rt_as_dtype(c->in[2], out->scalar_type))) { rc = TD_ERR_NOMEM; goto done; }
   IxLine l;
   line_init(&l, ix, dim, out, s);
@@ -372,14 +374,14 @@ int rt_kern_slice_scatter(RtCall *c, td_tensor *out)
 {
   const int64_t *s = c->attrs.i;
   td_tensor *src = c->in[1];
-  int rc = copy_into(out, c->in[0]);
+  int rc = rt_copy_into(out, c->in[0]);
   if (rc || src->nelem == 0) return rc;
   int64_t st[TD_MAX_DIMS];
   memcpy(st, out->strides, sizeof st);
   st[s[0]] *= s[3];
   td_tensor *v = rt_tensor_alias(out, out->ndim, src->sizes, st, out->offset + s[1] * out->strides[s[0]]);
   if (!v) return TD_ERR_NOMEM;
-  rc = copy_into(v, src);
+  rc = rt_copy_into(v, src);
   td_release(v);
   return rc;
 }
@@ -419,15 +421,15 @@ int rt_kern_cat(RtCall *c, td_tensor *out)
     td_tensor *x = c->in[i];
     int64_t len = x->sizes[dim];
     if (x->nelem == 0) { off += len; continue; }
-    if (x->scalar_type == out->scalar_type && rt_tensor_is_contig(x)) {
+    if (out->device_type == TD_CPU && x->scalar_type == out->scalar_type && rt_tensor_is_contig(x)) {
       size_t blk = (size_t)(len * inner * es);
       for (int64_t o = 0; o < outer; o++)
         memcpy(rt_ptr(out) + (o * total + off) * inner * es, rt_ptr(x) + o * blk, blk);
     } else {
-      /* strided or another dtype: the (parallel, converting) copy kernel into a view of out */
+      /* strided, another dtype or a device: the (parallel, converting) copy kernel into a view of out */
       td_tensor *v = rt_tensor_alias(out, out->ndim, x->sizes, out->strides, out->offset + off * out->strides[dim]);
       if (!v) return TD_ERR_NOMEM;
-      int rc = copy_into(v, x);
+      int rc = rt_copy_into(v, x);
       td_release(v);
       if (rc) return rc;
     }

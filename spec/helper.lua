@@ -1,5 +1,6 @@
--- Shared spec helpers: tolerance comparison against expected values and
--- gradcheck on fresh random float64 inputs.
+-- Shared spec helpers: tolerance comparison against expected values,
+-- gradcheck on fresh random float64 inputs, and the OpenCL specs' device
+-- guard and device-against-CPU comparisons.
 local tide = require "tide"
 local H = {}
 
@@ -86,6 +87,82 @@ function H.stderr_of(fn, ...)
   os.remove(path)
   if not res.ok then error(res[1], 0) end
   return text, unpack(res, 1, res.n)
+end
+
+-- -- OpenCL: the device against the CPU ----------------------------------------------------
+
+-- whether the machine has an OpenCL device (asked on first use, so specs that
+-- never ask do not load the OpenCL driver)
+local has_opencl
+function H.has_opencl()
+  if has_opencl == nil then has_opencl = tide.opencl.is_available() end
+  return has_opencl
+end
+
+-- busted's describe(name, fn), or without an OpenCL device a block saying so in one pending test
+function H.describe_cl(name, fn)
+  local busted = require "busted"
+  if H.has_opencl() then return busted.describe(name, fn) end
+  busted.describe(name, function() busted.pending("no OpenCL device") end)
+end
+
+-- a list of inputs on the device: tensors copied to "opencl" as new leaves with
+-- the same requires_grad, other values (Lua numbers) as they are
+function H.to_opencl(inputs)
+  local r = {}
+  for i, x in ipairs(inputs) do
+    if tide.is_tensor(x) then
+      r[i] = x:detach():to("opencl")
+      if x.requires_grad then r[i]:requires_grad_() end
+    else r[i] = x end
+  end
+  return r
+end
+
+-- got (on the device) agrees with want (CPU): same dtype and shape, and
+-- |got - want| <= atol + rtol |want| elementwise (atol defaults to rtol; NaN
+-- matches NaN, inf the same inf); integer and bool results exactly. Errors
+-- point `level` frames up.
+local function agree(got, want, rtol, msg, atol, level)
+  msg, atol = msg or "result", atol or rtol
+  if not (tide.is_tensor(got) and got.device:match("^opencl")) then
+    error(("%s: result is on %s"):format(msg, tide.is_tensor(got) and got.device or type(got)), level)
+  end
+  local g = got:cpu()
+  if g.dtype ~= want.dtype then
+    error(("%s: dtype %s, want %s"):format(msg, tostring(g.dtype), tostring(want.dtype)), level)
+  end
+  local gs, ws = table.concat(g:size(), ","), table.concat(want:size(), ",")
+  if gs ~= ws then error(("%s: shape [%s], want [%s]"):format(msg, gs, ws), level) end
+  if g:numel() == 0 then return end
+  if not want:is_floating_point() then
+    local bad = g:ne(want):sum():item()
+    if bad ~= 0 then error(("%s: %d elements differ\n got: %s\nwant: %s"):format(msg, bad, tostring(g), tostring(want)), level) end
+    return
+  end
+  local a = g:double():contiguous():view(g:numel()):totable()
+  local b = want:double():contiguous():view(g:numel()):totable()
+  for i = 1, #a do
+    local x, y = a[i], b[i]
+    if not (x == y or (x ~= x and y ~= y) or math.abs(x - y) <= atol + rtol * math.abs(y)) then
+      error(("%s: element %d: got %.17g want %.17g (rtol %g, atol %g)"):format(msg, i, x, y, rtol, atol), level)
+    end
+  end
+end
+
+-- assert that the device result got agrees with the CPU result want (see agree above)
+function H.agree(got, want, rtol, msg, atol)
+  agree(got, want, rtol, msg, atol, 3)
+end
+
+-- f(inputs...) on the CPU and f(H.to_opencl(inputs)...) on the device agree;
+-- returns the CPU result, the device result and the device inputs
+function H.same_opencl(f, inputs, rtol, msg, atol)
+  local dev = H.to_opencl(inputs)
+  local want = f(unpack(inputs, 1, #inputs))
+  local got = f(unpack(dev, 1, #dev))
+  agree(got, want, rtol, msg, atol, 3)
+  return want, got, dev
 end
 
 return H

@@ -6,13 +6,6 @@ local tide = require "tide"
 local H = require "spec.helper"
 local nn, F = tide.nn, tide.nn.functional
 
-if not tide.opencl.is_available() then
-  describe("tide on OpenCL #opencl", function()
-    pending("no OpenCL device (tide.opencl.is_available() is false): OpenCL specs skipped")
-  end)
-  return
-end
-
 local CL = { device = "opencl" }
 
 local function on_cl(x)
@@ -44,7 +37,7 @@ local function train(device, make_opt, n)
   return losses, model, opt
 end
 
-describe("tide on OpenCL #opencl", function()
+H.describe_cl("tide on OpenCL #opencl", function()
   local dev
 
   setup(function()

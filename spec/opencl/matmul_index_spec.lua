@@ -11,34 +11,7 @@ local H = require "helper"
 local tensor = require "tide.tensor"
 local OP = require("tide.core").OP
 
-local has_cl = pcall(function() return tide.zeros(1):to("opencl") end)
-local describe_cl = has_cl and describe or function(name) describe(name, function() pending("no OpenCL device") end) end
-
--- got (on the device) agrees with want (CPU): same dtype and shape, and
--- |got - want| <= rtol (1 + |want|) elementwise; integer and bool results exactly
-local function agree(got, want, rtol, msg)
-  assert(got.device:match("^opencl"), msg .. ": result is on " .. got.device)
-  local g = got:cpu()
-  assert(g.dtype == want.dtype, ("%s: dtype %s, want %s"):format(msg, tostring(g.dtype), tostring(want.dtype)))
-  assert(table.concat(g:size(), ",") == table.concat(want:size(), ","),
-    ("%s: shape [%s], want [%s]"):format(msg, table.concat(g:size(), ","), table.concat(want:size(), ",")))
-  if g:numel() == 0 then return end
-  local a = g:double():contiguous():view(g:numel()):totable()
-  local b = want:double():contiguous():view(g:numel()):totable()
-  for i = 1, #a do
-    local x, y = a[i], b[i]
-    if not (x == y or math.abs(x - y) <= rtol * (1 + math.abs(y))) then
-      error(("%s: element %d: got %.17g want %.17g (rtol %g)"):format(msg, i, x, y, rtol), 2)
-    end
-  end
-end
-
--- f(cpu inputs...) against f(the same inputs on the device...)
-local function same(f, inputs, rtol, msg)
-  local dev = {}
-  for i, x in ipairs(inputs) do dev[i] = tide.is_tensor(x) and x:to("opencl") or x end
-  agree(f(unpack(dev, 1, #inputs)), f(unpack(inputs, 1, #inputs)), rtol, msg)
-end
+local describe_cl, same = H.describe_cl, H.same_opencl   -- same(f, inputs, rtol, msg)
 
 local function rand(shape, dt)
   if dt == "float32" or dt == "float64" then return tide.randn(shape, { dtype = dt }) end
@@ -131,9 +104,8 @@ end
 local function same_view(f, v, args, rtol, msg)
   local x, view, base = v[2], v[3], v[4]
   local dx = view and view(base:to("opencl")) or x:to("opencl")
-  local dargs = {}
-  for i, a in ipairs(args) do dargs[i] = tide.is_tensor(a) and a:to("opencl") or a end
-  agree(f(dx, unpack(dargs, 1, #args)), f(x, unpack(args, 1, #args)), rtol, msg)
+  local dargs = H.to_opencl(args)
+  H.agree(f(dx, unpack(dargs, 1, #args)), f(x, unpack(args, 1, #args)), rtol, msg)
 end
 
 describe_cl("opencl index_select and gather #opencl", function()
@@ -327,8 +299,7 @@ describe_cl("opencl index errors #opencl", function()
   local function same_error(f, inputs, ...)
     local ok, want = pcall(f, unpack(inputs, 1, #inputs))
     assert(not ok, "the CPU did not raise")
-    local dev = {}
-    for i, x in ipairs(inputs) do dev[i] = x:to("opencl") end
+    local dev = H.to_opencl(inputs)
     local got = H.raises(function() return f(unpack(dev, 1, #dev)) end, ...)
     assert.are.equal(want:gsub("^.-:%d+: ", ""), got:gsub("^.-:%d+: ", ""))
   end

@@ -10,38 +10,13 @@ local ffi = require "ffi"
 local C = tide.C
 local cases = require "op_cases"
 
-local has_cl = C.td_opencl_device_count() > 0
+local describe_cl, to_dev = H.describe_cl, H.to_opencl
 
--- inputs on the device: same values, same requires_grad (device leaves)
-local function to_dev(inputs)
-  local r = {}
-  for i, x in ipairs(inputs) do
-    if tide.is_tensor(x) then
-      r[i] = x:detach():to("opencl")
-      if x.requires_grad then r[i]:requires_grad_() end
-    else r[i] = x end
-  end
-  return r
-end
-
-local function close(got, want, what)
-  assert.are.equal("opencl:0", got.device, what .. " is on the device")
-  got = got:cpu()
-  assert.are.same(want:size(), got:size(), what .. " shape")
-  assert.are.equal(want.dtype, got.dtype, what .. " dtype")
-  if want:is_floating_point() then
-    local bad = (got - want):abs():gt((want:abs() * 1e-9) + 1e-12)
-    bad = bad:logical_and(tide.logical_not(tide.logical_and(got:ne(got), want:ne(want))))
-    assert.is_true(bad:sum():item() == 0, ("%s differs: max |diff| %g"):format(what, (got - want):abs():max():item()))
-  else
-    assert.are.same(want:totable(), got:totable(), what)
-  end
-end
+-- results and gradients agree to |diff| <= 1e-9 |want| + 1e-12 (NaN = NaN)
+local function close(got, want, what) H.agree(got, want, 1e-9, what, 1e-12) end
 
 local function run_case(fn, inputs)
-  local dev = to_dev(inputs)
-  local want, got = fn(unpack(inputs, 1, #inputs)), fn(unpack(dev, 1, #dev))
-  close(got, want, "result")
+  local want, got, dev = H.same_opencl(fn, inputs, 1e-9, "result", 1e-12)
   if not want.requires_grad then return end
   local w = tide.randn(want:size(), { dtype = want.dtype })
   local wd = w:to("opencl")
@@ -51,8 +26,6 @@ local function run_case(fn, inputs)
     if tide.is_tensor(x) and x.requires_grad then close(dev[i].grad, x.grad, "gradient of input " .. i) end
   end
 end
-
-local describe_cl = has_cl and describe or function(name) pending(name .. " (no OpenCL device)") end
 
 describe_cl("the OpenCL device equals the CPU over the op table", function()
   for i = 0, C.td_op_count() - 1 do

@@ -6,32 +6,8 @@ local tide = require "tide"
 local H = require "helper"
 
 local f64, f32 = { dtype = tide.float64 }, { dtype = tide.float32 }
-local has_cl = pcall(function() return tide.zeros(1):to("opencl") end)
 
--- got (on the device) agrees with want (CPU): same dtype and shape, and
--- |got - want| <= rtol (1 + |want|) elementwise (NaN = NaN, inf = inf); integer
--- and bool results exactly
-local function agree(got, want, rtol, msg)
-  assert(got.device:match("^opencl"), msg .. ": result is on " .. got.device)
-  local g = got:cpu()
-  assert(g.dtype == want.dtype, ("%s: dtype %s, want %s"):format(msg, tostring(g.dtype), tostring(want.dtype)))
-  assert(table.concat(g:size(), ",") == table.concat(want:size(), ","),
-    ("%s: shape [%s], want [%s]"):format(msg, table.concat(g:size(), ","), table.concat(want:size(), ",")))
-  if g:numel() == 0 then return end
-  if not (want.dtype == tide.float32 or want.dtype == tide.float64) then
-    local bad = g:ne(want):sum():item()
-    if bad ~= 0 then error(("%s: %d elements differ\n got: %s\nwant: %s"):format(msg, bad, tostring(g), tostring(want)), 2) end
-    return
-  end
-  local a = g:double():contiguous():view(g:numel()):totable()
-  local b = want:double():contiguous():view(g:numel()):totable()
-  for i = 1, #a do
-    local x, y = a[i], b[i]
-    if not (x == y or (x ~= x and y ~= y) or math.abs(x - y) <= rtol * (1 + math.abs(y))) then
-      error(("%s: element %d: got %.17g want %.17g (rtol %g)"):format(msg, i, x, y, rtol), 2)
-    end
-  end
-end
+local agree, describe_cl = H.agree, H.describe_cl   -- agree(got, want, rtol, msg)
 
 -- the same strided view of a CPU tensor and of its device copy: "contig", "t"
 -- (first and last dims swapped in memory), "slice" (every other element of the
@@ -94,8 +70,6 @@ local function check_ops(x, y, dims, keep, rtol, what)
     if w2 then agree(g2, w2, 0, name .. " indices " .. what) end
   end
 end
-
-local describe_cl = has_cl and describe or function(name) describe(name, function() pending("no OpenCL device") end) end
 
 describe_cl("opencl reductions #opencl", function()
   it("match the CPU for every op, dims, keepdim and layout (float64, float32)", function()
