@@ -264,7 +264,7 @@ static Variant *variant_build(td_compiled *cf, const JitTrace *t, const JitTrace
   if (eager) {
     if (!(v->plan = jit_plan_eager(&v->t))) goto fail;
   } else {
-    jit_opt_fold(&v->t); jit_opt_cse(&v->t); jit_opt_dce(&v->t);
+    jit_opt_writes(&v->t); jit_opt_fold(&v->t); jit_opt_cse(&v->t); jit_opt_dce(&v->t);
     if (!(v->plan = jit_schedule(&v->t))) goto fail;
   }
   int lf = log_flags();

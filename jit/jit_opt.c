@@ -231,3 +231,53 @@ void jit_opt_fold(JitTrace *t)
     }
   }
 }
+
+/* -- Whole writes ---------------------------------------------------------------------
+** An in-place op on a whole tensor (Adam's m.mul_(b1):add_(g)) records a chain
+** of WRITE versions, each of which the scheduler would store. A version that is
+** neither returned nor an effect is only read: its reads read its value
+** instead (the same view: both are contiguous buffers of the same elements),
+** and a later whole WRITE into it takes the version before it as its old root
+** (a whole write never reads the old contents). The version is then dead, and
+** the chain fuses into one kernel that stores the last version only. */
+
+/* Can the reads of whole write w go to its value, and the whole writes into w
+** to w's old root? Not if w is kept (output, effect) or a partial write reads
+** its old contents. */
+static bool writes_bypassable(const JitTrace *t, JitRef w, const uint8_t *kept)
+{
+  const JitIns *r = &t->ins[w];
+  if (kept[w] || !jit_write_whole(t, r) || !fold_whole(t, jit_arg(t, r, 1))) return false;
+  const JitIns *v = &t->ins[jit_arg(t, r, 1)->root];
+  if (v->dtype != r->dtype || v->op == JIT_OP_SCALAR) return false;
+  for (int i = w + 1; i < t->nins; i++) {
+    const JitIns *x = &t->ins[i];
+    if (!opt_live(x) || x->op != JIT_OP_WRITE || jit_write_whole(t, x)) continue;
+    if (jit_arg(t, x, 0)->root == w || (x->dst >= 0 && t->views[x->dst].root == w)) return false;
+  }
+  return true;
+}
+
+void jit_opt_writes(JitTrace *t)
+{
+  uint8_t *kept = calloc((size_t)t->nins + 1, 1);
+  if (!kept) return;                      /* keeping every version is always correct */
+  for (int i = 0; i < t->nouts; i++) if (t->outs[i].root >= 0) kept[t->outs[i].root] = 1;
+  for (int i = 0; i < t->neffects; i++) kept[t->effects[i].ref] = 1;
+  for (int w = 0; w < t->nins; w++) {
+    JitIns *r = &t->ins[w];
+    if (!opt_live(r) || r->op != JIT_OP_WRITE || !writes_bypassable(t, w, kept)) continue;
+    JitRef old = jit_arg(t, r, 0)->root, val = jit_arg(t, r, 1)->root;
+    for (int i = w + 1; i < t->nins; i++) {
+      JitIns *x = &t->ins[i];
+      if (!opt_live(x)) continue;
+      bool whole = x->op == JIT_OP_WRITE && jit_write_whole(t, x);
+      for (int k = 0; k < x->nin; k++) {
+        JitView *a = &t->views[x->arg0 + k];
+        if (a->root == w) a->root = whole && k == 0 ? old : val;
+      }
+      if (whole && x->dst >= 0 && t->views[x->dst].root == w) t->views[x->dst].root = old;
+    }
+  }
+  free(kept);
+}

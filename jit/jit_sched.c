@@ -69,7 +69,7 @@ typedef struct Sched {
 /* -- Classes, uses, initial buffers ----------------------------------------------- */
 
 /* A WRITE whose destination is the whole root, contiguous: a pointwise store. */
-static bool sched_whole_write(const JitTrace *t, const JitIns *r)
+bool jit_write_whole(const JitTrace *t, const JitIns *r)
 {
   if (r->op != JIT_OP_WRITE || r->dst < 0) return false;
   const JitView *d = &t->views[r->dst];
@@ -88,7 +88,7 @@ static int sched_classify(const JitTrace *t, const JitIns *r)
   if (r->flags & JIT_IF_DEAD) return JIT_SC_DEAD;
   if (r->op == JIT_OP_SCALAR) return JIT_SC_SCALAR;
   if (r->op == JIT_OP_INPUT) return JIT_SC_INPUT;
-  if (sched_whole_write(t, r)) return JIT_SC_EW;
+  if (jit_write_whole(t, r)) return JIT_SC_EW;
   if (r->op < 0 || r->op >= RT_OP__MAX) return JIT_SC_EAGER;          /* other WRITEs */
   switch (rt_ops[r->op].kind) {
   case RT_K_EW: return JIT_SC_EW;

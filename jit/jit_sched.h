@@ -12,9 +12,12 @@
 
 /* -- Passes (jit_opt.c): in place on the trace; removed records get JIT_IF_DEAD -- */
 
+void jit_opt_writes(JitTrace *t);     /* reads of an intermediate whole-root WRITE read its value */
 void jit_opt_dce(JitTrace *t);        /* keep what reaches outputs and effects */
 void jit_opt_cse(JitTrace *t);        /* same op, attrs and operand views -> one record */
-void jit_opt_fold(JitTrace *t);       /* x*1, x+0, x-0, x/1, x^1, x^2 -> x*x, casts to the same type */
+void jit_opt_fold(JitTrace *t);
+/* A WRITE whose destination is its whole root, contiguous (a pointwise store). */
+bool jit_write_whole(const JitTrace *t, const JitIns *r);       /* x*1, x+0, x-0, x/1, x^1, x^2 -> x*x, casts to the same type */
 
 /* -- Plan --------------------------------------------------------------------- */
 

@@ -253,6 +253,30 @@ describe("tide.compile guards", function()
     same(f(x), (x:sin() + x:exp()):sum(1))
   end)
 
+  it("an in-place chain on a whole tensor fuses and stores its last version only", function()
+    -- Adam's shape: state.mul_(b):add_(g * (1 - b)), a temporary written in place, p.add_(...)
+    local function step(m, p, g)
+      m:mul_(0.9):add_(g * 0.1)
+      local t = g * 2
+      t:mul_(g):add_(1)
+      p:add_(m / t)
+    end
+    local m, p, g = tide.randn(64, 33), tide.randn(64, 33), tide.randn(64, 33)
+    local me, pe = m:clone(), p:clone()
+    local f = tide.compile(function(gg) step(m, p, gg) end)
+    for _ = 1, 3 do f(g); step(me, pe, g) end
+    H.close(m, me, 1e-6); H.close(p, pe, 1e-5)
+    local sched = f:explain(g):match("%-%- schedule\n(.-)%-%- code")
+    local kernels = {}
+    for line in sched:gmatch("[^\n]+") do if line:match("^k_") then kernels[#kernels + 1] = line end end
+    assert.equal(1, #kernels, sched)
+    -- the stored values: m's and p's last versions (no intermediate version, no temporary)
+    local outs = kernels[1]:match("%] %-> ([^(]+)")
+    local n = 0
+    for _ in outs:gmatch("%%%d+") do n = n + 1 end
+    assert.equal(2, n, kernels[1])
+  end)
+
   it("tide.jit.to_dot(compiled, x) returns a DOT graph", function()
     local f = tide.compile(function(x) return x:tanh() * 2 end)
     local dot = tide.jit.to_dot(f, tide.randn(4))
