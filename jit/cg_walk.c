@@ -625,6 +625,53 @@ static void w_prefetch_next(W *w)
   }
 }
 
+/* the accumulators of the reductions in ins [s, e), at their neutral values
+** (accv: as w_ins takes them) */
+static void w_accs_new(W *w, int s, int e, int *accv)
+{
+  const CgKernel *k = w->k;
+  int vec = w->mode == MODE_VMAIN;
+  for (int i = s; i < e; i++) {
+    const CgIns *in = &k->ins[i];
+    if (w->inpass[i] != 1 || in->kind != CG_RED) continue;
+    int at = red_acct(w, in);
+    if (vec && in->op == RT_OP_SUM && w->fdt == TD_FLOAT32) {   /* as rt_red.c: in double */
+      accv[i] = var(w, CT_VF64, hc(w, CT_VF64, 0));
+      accv[k->nins + i] = var(w, CT_VF64, hc(w, CT_VF64, 0));
+    } else {
+      accv[i] = var(w, at, red_neutral(w, in, at));
+      if (vec && (in->op == RT_OP_MAX || in->op == RT_OP_MIN)) accv[k->nins + i] = var(w, w->mt, hci(w, w->mt, 0));
+    }
+  }
+}
+
+/* vector accumulators b combined into a, lane by lane (max/min: NaN lanes
+** kept apart, their bits OR-ed, as in w_ins) */
+static void w_accs_fold(W *w, int s, int e, int *a, int *b)
+{
+  const CgKernel *k = w->k;
+  CgEmitter *E = w->e;
+  for (int i = s; i < e; i++) {
+    const CgIns *in = &k->ins[i];
+    if (w->inpass[i] != 1 || in->kind != CG_RED) continue;
+    int a2 = a[k->nins + i], b2 = b[k->nins + i];
+    if (a2 >= 0 && in->op != RT_OP_SUM) {
+      E->emit_assign(E, a[i], vmax_step(w, in->op, a[i], b[i]));
+      E->emit_assign(E, a2, op2(w, w->mt, CG_E_BOR, a2, b2));
+      continue;
+    }
+    E->emit_assign(E, a[i], red_comb(w, in->op, a[i], b[i]));
+    if (a2 >= 0) E->emit_assign(E, a2, op2(w, w->ty[a2], CG_E_ADD, a2, b2));
+  }
+}
+
+/* the body of a vector pass [s, e) at element w->hi, reductions into accv */
+static void w_vbody(W *w, int s, int e, int *accv)
+{
+  for (int i = s + 1; i < e; i++) if (w->inpass[i] == 1) w_ins(w, i, accv, -1);
+  if (w->k->ins[s].pass == 1) w_prefetch_next(w);
+}
+
 /* pass beginning at ins s (a CG_PASS); returns the index after it */
 static int w_pass(W *w, int s, int n)
 {
@@ -633,9 +680,11 @@ static int w_pass(W *w, int s, int n)
   int e = s + 1;
   while (e < k->nins && k->ins[e].kind != CG_PASS && k->ins[e].kind != CG_ENDPASS) e++;
   char *post = calloc(k->nins, 1);
-  int *accv = malloc(2 * k->nins * sizeof *accv);   /* [nins + i]: a second accumulator (wide sums) */
+  /* accv[i], accv[nins + i] (NaN lanes, or a wide sum's high half); from
+  ** accv[2 nins]: the same for the second vector of an unrolled step */
+  int *accv = malloc(4 * k->nins * sizeof *accv);
   if (!post || !accv) { free(post); free(accv); w->rc = TD_ERR_NOMEM; return e; }
-  for (int i = 0; i < 2 * k->nins; i++) accv[i] = -1;
+  for (int i = 0; i < 4 * k->nins; i++) accv[i] = -1;
   int nred = 0;
   for (int i = s + 1; i < e; i++) nred += k->ins[i].kind == CG_RED;
   for (int i = s + 1; i < e; i++) w->inpass[i] = k->ins[i].level == 1 && k->ins[i].kind != CG_CONST && k->ins[i].kind != CG_ARG;
@@ -670,24 +719,25 @@ static int w_pass(W *w, int s, int n)
       w->pv[i] = vec ? w_conv(w, sv, w_tyof(w, in->dtype)) : sv;
       w->inpass[i] = 2;   /* hoisted */
     }
-    if (in->kind == CG_RED) {
-      int at = red_acct(w, in);
-      if (vec && in->op == RT_OP_SUM && w->fdt == TD_FLOAT32) {   /* as rt_red.c: in double */
-        accv[i] = var(w, CT_VF64, hc(w, CT_VF64, 0));
-        accv[k->nins + i] = var(w, CT_VF64, hc(w, CT_VF64, 0));
-      } else {
-        accv[i] = var(w, at, red_neutral(w, in, at));
-        if (vec && (in->op == RT_OP_MAX || in->op == RT_OP_MIN)) accv[k->nins + i] = var(w, w->mt, hci(w, w->mt, 0));
-      }
-    }
   }
+  w_accs_new(w, s + 1, e, accv);
   int zero = hci(w, CT_I64, 0);
   w->hi = var(w, CT_I64, zero);
   if (vec) {
-    int hi = op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1));
-    E->begin_loop(E, w->hi, zero, hi, w->L);
-    for (int i = s + 1; i < e; i++) if (w->inpass[i] == 1) w_ins(w, i, accv, -1);
-    if (k->ins[s].pass == 1) w_prefetch_next(w);
+    if (nred) {   /* two vectors a step, into two accumulator sets: two dependency chains */
+      int *acc2 = accv + 2 * k->nins;
+      w_accs_new(w, s + 1, e, acc2);
+      E->begin_loop(E, w->hi, zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, 2 * w->L - 1)), 2 * w->L);
+      w_vbody(w, s, e, accv);
+      int hv = w->hi;
+      w->hi = op2(w, CT_I64, CG_E_ADD, hv, hci(w, CT_I64, w->L));
+      w_vbody(w, s, e, acc2);
+      w->hi = hv;
+      E->end_loop(E);
+      E->comment(E, "what is left: single vectors");
+    }
+    E->begin_loop(E, w->hi, nred ? w->hi : zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1)), w->L);
+    w_vbody(w, s, e, accv);
     E->end_loop(E);
     E->begin_if(E, op2(w, CT_BOOL, CG_E_LT, w->hi, n));
     E->comment(E, "remainder: one zero-padded vector");
@@ -703,6 +753,7 @@ static int w_pass(W *w, int s, int n)
     }
     for (int i = s + 1; i < e; i++) if (w->inpass[i] == 1) w_ins(w, i, accv, lm);
     E->end_if(E);
+    if (nred) w_accs_fold(w, s + 1, e, accv, accv + 2 * k->nins);
     w->mode = MODE_ROW;
     for (int i = s + 1; i < e; i++) {   /* lanes combined in a fixed tree */
       if (!w->inpass[i] || k->ins[i].kind != CG_RED) continue;

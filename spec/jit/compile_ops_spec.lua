@@ -684,6 +684,42 @@ describe("tide.compile matches eager on fused patterns", function()
     end
   end)
 
+  it("row reductions of an unrolled step: NaN, -inf and the extremes in its second vector", function()
+    -- vector passes with reductions take two vectors a step, each into its own
+    -- accumulators, folded before the lane tree: element 25 (0-based) is in a
+    -- step's second vector for 8 and 16 lanes, element 9 for 8 lanes
+    local nan, inf = 0 / 0, math.huge
+    for _, W in ipairs({ 17, 1023 }) do
+      local p = W == 17 and 10 or 26        -- 1-based
+      local base = tide.randn(1, W):view(-1):totable()
+      local rows = {}
+      local function row(set)
+        local r = {}
+        for j = 1, W do r[j] = base[j] end
+        for j, v in pairs(set) do r[j] = v end
+        rows[#rows + 1] = r
+      end
+      row({ [p] = nan })
+      row({ [p] = -inf })
+      row({ [p] = 100, [p + 1] = -100 })
+      row({ [p] = nan, [1] = inf })
+      row({ [p] = -inf, [W] = nan })
+      row({ [p] = inf, [p - 8] = -inf })
+      local allneg = {}
+      for j = 1, W do allneg[j] = -inf end
+      allneg[p] = 3
+      row(allneg)
+      local x = tide.tensor(rows)
+      local got = same_as_eager("second vector " .. W, function(v)
+        return v:softmax(-1), v:log_softmax(-1), v:amax(-1), v:amin(-1), (v:max(-1)), v:logsumexp(-1), v:sum(-1)
+      end, { x })
+      for k, want in pairs({ [3] = x:amax(-1), [4] = x:amin(-1) }) do   -- max/min: exact
+        local g, w = flat(got[k]), flat(want)
+        for i = 1, #w do assert(g[i] == w[i] or (g[i] ~= g[i] and w[i] ~= w[i]), ("W %d result %d row %d: %s, eager %s"):format(W, k, i, g[i], w[i])) end
+      end
+    end
+  end)
+
   it("layer_norm (tide.nn.functional.layer_norm) with weight and bias", function()
     local w = tide.randn(5, 3, 33)
     same_as_eager("layer_norm", function(x, g, b)
