@@ -224,6 +224,10 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
     return rt_err(TD_ERR_DTYPE, "%s_: result type %s can't be cast to the destination type %s",
                   name, td_dtype_name(c.scalar_type), td_dtype_name(out->scalar_type));
   if (!rt_has_data(out) && !jit_tracing) return rt_err(TD_ERR_STATE, "%s_: destination has no data", name);
+  /* numbers written into a device tensor (fill_, x:mul_(2) on scalars) run there */
+  bool scalars = oi->kind == RT_K_EW || op == RT_OP_COPY;
+  for (int i = 0; i < nin; i++) scalars = scalars && in[i]->ndim == 0 && in[i]->device_type == TD_CPU;
+  if (scalars) c.device = out->device_type;
   if (out->device_type != c.device)
     return rt_err(TD_ERR_DEVICE, "%s_: the destination is on %s and the arguments on %s", name,
                   out->device_type ? "opencl" : "cpu", c.device ? "opencl" : "cpu");

@@ -124,6 +124,21 @@ describe_cl("moving tensors between devices", function()
   end)
 end)
 
+describe_cl("in-place ops into a device tensor through the C API", function()
+  it("CPU 0-dim arguments run on the destination's device (td_op_out)", function()
+    local OP = require("tide.core").OP
+    local d, s = tide.randn(3, 4):to("opencl"), tide.tensor(2.5)
+    assert.are.equal(0, C.td_op_out(OP.copy, 1, ffi.new("td_tensor *[1]", { s.p }), nil, d.p))
+    assert.are.same({ { 2.5, 2.5, 2.5, 2.5 }, { 2.5, 2.5, 2.5, 2.5 }, { 2.5, 2.5, 2.5, 2.5 } }, d:cpu():totable())
+    assert.are.equal(0, C.td_op_out(OP.mul, 2, ffi.new("td_tensor *[2]", { d.p, s.p }), nil, d.p))
+    assert.are.equal(75, d:cpu():sum():item())
+    -- a CPU tensor with dims is not a scalar: refused, naming both devices
+    local x = tide.randn(3, 4)
+    assert.are_not.equal(0, C.td_op_out(OP.copy, 1, ffi.new("td_tensor *[1]", { x.p }), nil, d.p))
+    assert.matches("opencl", ffi.string(C.td_last_error()))
+  end)
+end)
+
 describe_cl("OpenCL errors", function()
   it("an op on tensors of two devices names both", function()
     local a, b = tide.randn(3), tide.randn(3):to("opencl")
