@@ -80,9 +80,6 @@ int cl_kern_red(RtCall *c, td_tensor *out);    /* cl_red.c */
 int cl_kern_row(RtCall *c, td_tensor *out);    /* cl_red.c */
 int cl_kern_matmul(RtCall *c, td_tensor *out); /* cl_blas.c */
 int cl_kern_index(RtCall *c, td_tensor *out);  /* cl_index.c: index ops, cat, unfold/fold */
-/* A device tensor converted to dtype dt / made contiguous (+1 ref). */
-td_tensor *cl_as_dtype(td_tensor *t, int dt);
-td_tensor *cl_as_contig(td_tensor *t);
 /* Fill a contiguous device tensor with v. */
 int cl_fill(td_tensor *t, double v);
 

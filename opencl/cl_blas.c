@@ -18,7 +18,7 @@
 ** (0 where it is broadcast), so broadcast operands are never copied. CLBlast
 ** (row-major) takes a matrix as it is when cs == 1 (NoTrans, ld = rs) or
 ** transposed when rs == 1 (Trans, ld = cs): t() views cost nothing, and only an
-** operand that is neither is copied (cl_as_contig). The products run as
+** operand that is neither is copied (rt_as_contig). The products run as
 **   - one GEMM when nbatch == 1, or when b is shared by every product and a's
 **     batches continue its rows (x (B,T,C) @ W (C,D) is one (B*T,C) @ (C,D));
 **   - else one batched GEMM with per-product offsets of A, B and C (any broadcast).
@@ -150,14 +150,14 @@ int cl_kern_matmul(RtCall *c, td_tensor *out)
   int dt = c->cdtype, rc = 0;
   if (dt == TD_FLOAT64 && !cl_has_fp64())
     return rt_err(TD_ERR_DTYPE, "matmul: the OpenCL device has no float64 (cl_khr_fp64)");
-  td_tensor *a = cl_as_dtype(c->in[0], dt), *b = cl_as_dtype(c->in[1], dt);
+  td_tensor *a = rt_as_dtype(c->in[0], dt), *b = rt_as_dtype(c->in[1], dt);
   if (!a || !b) { rc = TD_ERR_NOMEM; goto done; }
   RtMmGeom g;
   rt_mm_geom(&g, a, b, out);
   if (out->nelem == 0) goto done;
   if (g.K == 0) { rc = cl_fill(out, 0); goto done; }
   if (rt_is_float(dt)) {
-    RtMmLayout l;   /* an operand that is neither row-major nor transposed is copied (cl_as_contig) */
+    RtMmLayout l;   /* an operand that is neither row-major nor transposed is copied (rt_as_contig) */
     if ((rc = rt_mm_layouts(&g, &a, &b, out, INT64_MAX, &l))) goto done;
     rc = mm_clblast(&g, dt, cl_buf(a), l.ta, l.lda, cl_buf(b), l.tb, l.ldb, cl_buf(out), out->offset);
   } else if (dt == TD_UINT8 || dt == TD_INT32 || dt == TD_INT64) {

@@ -139,12 +139,12 @@ int cl_kern_ew(RtCall *c, td_tensor *out)
     expr = out->scalar_type == TD_BOOL ? "x != 0" : "x";
   } else if (op == RT_OP_WHERE) {
     in[0] = c->in[0]; td_retain(in[0]);
-    in[1] = cl_as_dtype(c->in[1], out->scalar_type); in[2] = cl_as_dtype(c->in[2], out->scalar_type);
+    in[1] = rt_as_dtype(c->in[1], out->scalar_type); in[2] = rt_as_dtype(c->in[2], out->scalar_type);
     ct = out->scalar_type;
     expr = "cnd ? x : y";
   } else {
     if (op == RT_OP_LOGICAL_NOT || op == RT_OP_LOGICAL_AND || op == RT_OP_LOGICAL_OR) ct = TD_BOOL;
-    for (int i = 0; i < nin; i++) in[i] = cl_as_dtype(c->in[i], ct);
+    for (int i = 0; i < nin; i++) in[i] = rt_as_dtype(c->in[i], ct);
     if (nin == 2) expr = binary(op, ct);
     else expr = rt_is_float(ct) && float1(op, c->attrs.flags) ? float1(op, c->attrs.flags) : any1(op);
     if (!expr || (nin == 1 && ct == TD_BOOL && op != RT_OP_LOGICAL_NOT))

@@ -188,7 +188,7 @@ td_tensor *cl_from_cpu(td_tensor *t)
 
 td_tensor *cl_to_cpu(const td_tensor *t)
 {
-  td_tensor *c = cl_as_contig((td_tensor *)t);
+  td_tensor *c = rt_as_contig((td_tensor *)t);
   if (!c) return NULL;
   td_tensor *o = rt_tensor_new(t->ndim, t->sizes, t->scalar_type);
   if (o && cl_read(c, o->ptr, (size_t)c->nelem * rt_dtype_size(c->scalar_type))) { td_release(o); o = NULL; }
@@ -325,27 +325,6 @@ int cl_kern(RtCall *c, td_tensor *out)
   }
   for (int i = 0; i < n; i++) td_release(up[i]);
   return rc;
-}
-
-td_tensor *cl_as_dtype(td_tensor *t, int dt)
-{
-  if (t->scalar_type == dt) { td_retain(t); return t; }
-  td_tensor *o = cl_tensor_new(t->ndim, t->sizes, dt);
-  if (!o) return NULL;
-  RtCall c = { .op = RT_OP_CAST, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = dt };
-  c.attrs.dtype = dt;
-  if (cl_kern_ew(&c, o)) { td_release(o); return NULL; }
-  return o;
-}
-
-td_tensor *cl_as_contig(td_tensor *t)
-{
-  if (rt_tensor_is_contig(t)) { td_retain(t); return t; }
-  td_tensor *o = cl_tensor_new(t->ndim, t->sizes, t->scalar_type);
-  if (!o) return NULL;
-  RtCall c = { .op = RT_OP_COPY, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = t->scalar_type };
-  if (cl_kern_ew(&c, o)) { td_release(o); return NULL; }
-  return o;
 }
 
 /* -- Moving tensors between devices ----------------------------------------------------------- */

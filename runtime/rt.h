@@ -88,8 +88,6 @@ struct RtStorage *cl_storage_new(size_t nbytes);
 void cl_storage_free(struct RtStorage *s);
 td_tensor *cl_to_cpu(const td_tensor *t);
 int cl_fill(td_tensor *t, double v);
-td_tensor *cl_as_dtype(td_tensor *t, int dt);
-td_tensor *cl_as_contig(td_tensor *t);
 /* Has values: host memory or a device buffer (not a traced tensor). */
 static inline bool rt_has_data(const td_tensor *t) { return t->ptr || (t->rt_storage && t->rt_storage->dev); }
 /* New tensor header aliasing t's storage with the given geometry. */
@@ -145,10 +143,10 @@ int rt_broadcast(const char *op, int na, const int64_t *a, int nb, const int64_t
 int rt_slice_shape(const char *op, RtCall *c, const td_tensor *x);
 /* Normalize a dim index (0-based, negative from the end) against ndim. */
 int rt_wrap_dim(const char *op, int64_t *dim, int ndim);
-/* Input i of the call converted to dtype dt (a new ref: the same tensor retained,
-** or a converted copy). */
+/* t converted to dtype dt on its own device (a new ref: the same tensor
+** retained, or a converted copy). */
 td_tensor *rt_as_dtype(td_tensor *t, int dt);
-/* Contiguous version of t (retained t if already contiguous). */
+/* Contiguous version of t on its device (retained t if already contiguous). */
 td_tensor *rt_as_contig(td_tensor *t);
 /* g * gelu'(x) in one pass (rt_ew.c), when rt_gelu_grad_fits: the eager
 ** derivative of gelu when no graph of the gradient is recorded. */

@@ -74,27 +74,27 @@ RtKernFn rt_kern_of(int op, int device)
   return device == TD_OPENCL ? cl_kern : rt_ops[op].kern;
 }
 
+/* t converted to dtype dt (CAST) or made contiguous (COPY), on t's device */
+static td_tensor *as_copy(td_tensor *t, int op, int dt)
+{
+  td_tensor *o = rt_tensor_new_on(t->device_type, t->ndim, t->sizes, dt);
+  if (!o) return NULL;
+  RtCall c = { .op = op, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = dt, .device = t->device_type };
+  c.attrs.dtype = op == RT_OP_CAST ? dt : -1;
+  if (t->device_type == TD_OPENCL ? cl_kern(&c, o) : rt_kern_ew(&c, o)) { td_release(o); return NULL; }
+  return o;
+}
+
 td_tensor *rt_as_dtype(td_tensor *t, int dt)
 {
   if (t->scalar_type == dt) { td_retain(t); return t; }
-  if (t->device_type == TD_OPENCL) return cl_as_dtype(t, dt);
-  td_tensor *o = rt_tensor_new(t->ndim, t->sizes, dt);
-  if (!o) return NULL;
-  RtCall c = { .op = RT_OP_CAST, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = dt };
-  c.attrs.dtype = dt;
-  if (rt_kern_ew(&c, o)) { td_release(o); return NULL; }
-  return o;
+  return as_copy(t, RT_OP_CAST, dt);
 }
 
 td_tensor *rt_as_contig(td_tensor *t)
 {
   if (rt_tensor_is_contig(t)) { td_retain(t); return t; }
-  if (t->device_type == TD_OPENCL) return cl_as_contig(t);
-  td_tensor *o = rt_tensor_new(t->ndim, t->sizes, t->scalar_type);
-  if (!o) return NULL;
-  RtCall c = { .op = RT_OP_COPY, .nin = 1, .in = &t, .cdtype = t->scalar_type, .scalar_type = t->scalar_type };
-  if (rt_kern_ew(&c, o)) { td_release(o); return NULL; }
-  return o;
+  return as_copy(t, RT_OP_COPY, t->scalar_type);
 }
 
 /* -- The dispatcher ------------------------------------------------------------------------- */
