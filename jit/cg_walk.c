@@ -625,6 +625,28 @@ static void w_prefetch_next(W *w)
   }
 }
 
+/* The remainder of a vector loop (w->hi < n): opens the if, enters tail mode
+** (w->hm lanes valid) and returns the mask of the valid lanes for the
+** reductions' neutral fill (-1 when the pass has none). The caller emits the
+** body and closes the if. */
+static int w_tail_begin(W *w, int n, int nred)
+{
+  CgEmitter *E = w->e;
+  int zero = hci(w, CT_I64, 0), lm = -1;
+  E->begin_if(E, op2(w, CT_BOOL, CG_E_LT, w->hi, n));
+  E->comment(E, "remainder: one zero-padded vector");
+  w->mode = MODE_VTAIL;
+  w->hm = op2(w, CT_I64, CG_E_SUB, n, w->hi);
+  if (nred) {
+    int j = var(w, CT_I64, zero);
+    lm = var(w, w->mt, hci(w, w->mt, 0));
+    E->begin_loop(E, j, zero, w->hm, 1);
+    E->emit_lane_set(E, lm, j, hci(w, cg_ty_elem(w->mt), -1));
+    E->end_loop(E);
+  }
+  return lm;
+}
+
 /* the accumulators of the reductions in ins [s, e), at their neutral values
 ** (accv: as w_ins takes them) */
 static void w_accs_new(W *w, int s, int e, int *accv)
@@ -739,18 +761,7 @@ static int w_pass(W *w, int s, int n)
     E->begin_loop(E, w->hi, nred ? w->hi : zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1)), w->L);
     w_vbody(w, s, e, accv);
     E->end_loop(E);
-    E->begin_if(E, op2(w, CT_BOOL, CG_E_LT, w->hi, n));
-    E->comment(E, "remainder: one zero-padded vector");
-    w->mode = MODE_VTAIL;
-    w->hm = op2(w, CT_I64, CG_E_SUB, n, w->hi);
-    int lm = -1;
-    if (nred) {                         /* lanes < m: the reductions' mask */
-      int j = var(w, CT_I64, zero);
-      lm = var(w, w->mt, hci(w, w->mt, 0));
-      E->begin_loop(E, j, zero, w->hm, 1);
-      E->emit_lane_set(E, lm, j, hci(w, cg_ty_elem(w->mt), -1));
-      E->end_loop(E);
-    }
+    int lm = w_tail_begin(w, n, nred);
     for (int i = s + 1; i < e; i++) if (w->inpass[i] == 1) w_ins(w, i, accv, lm);
     E->end_if(E);
     if (nred) w_accs_fold(w, s + 1, e, accv, accv + 2 * k->nins);

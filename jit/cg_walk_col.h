@@ -196,18 +196,7 @@ static void cp_fold(W *w, int s, int e, const char *fl, int *b0, int n, int t0, 
     E->begin_loop(E, w->hi, zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1)), w->L);
     cp_body(w, s, e, fl, -1, sb);
     E->end_loop(E);
-    E->begin_if(E, op2(w, CT_BOOL, CG_E_LT, w->hi, n));
-    E->comment(E, "remainder: one zero-padded vector");
-    w->mode = MODE_VTAIL;
-    w->hm = op2(w, CT_I64, CG_E_SUB, n, w->hi);
-    int lm = -1;
-    if (nred) {                             /* lanes < m: the reductions' mask */
-      int j = var(w, CT_I64, zero);
-      lm = var(w, w->mt, hci(w, w->mt, 0));
-      E->begin_loop(E, j, zero, w->hm, 1);
-      E->emit_lane_set(E, lm, j, hci(w, cg_ty_elem(w->mt), -1));
-      E->end_loop(E);
-    }
+    int lm = w_tail_begin(w, n, nred);
     cp_body(w, s, e, fl, lm, sb);
     E->end_if(E);
   } else {
