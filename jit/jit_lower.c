@@ -369,6 +369,16 @@ static int lower_ew(Lower *L, const JitIns *r, const LMap *m)
 
 /* -- Reductions ---------------------------------------------------------------------- */
 
+/* The number of elements reduction r folds into each output (mean's divisor). */
+static double lower_red_count(const JitTrace *t, const JitIns *r)
+{
+  const JitView *v = jit_arg(t, r, 0);
+  uint32_t mask = jit_red_mask(r, v->ndim);
+  double n = 1;
+  for (int d = 0; d < v->ndim; d++) if (mask >> d & 1) n *= (double)v->sizes[d];
+  return n;
+}
+
 /* The input-space map of reduction r whose output is at row map om: kept
 ** dims follow om, reduced dims (size > 1, in order) are the inner dims. */
 static int lower_red_inmap(Lower *L, JitRef ref, const LMap *om, LMap *im)
@@ -430,10 +440,7 @@ static int lower_red(Lower *L, JitRef ref, const LMap *om)
   if (!lower_map_row(L, om)) return LW_FAIL(L, ref, JIT_LF_MAT);
   LMap im;
   if (lower_red_inmap(L, ref, om, &im)) return -1;
-  const JitView *v = jit_arg(L->t, r, 0);
-  uint32_t mask = jit_red_mask(r, v->ndim);
-  double n = 1;
-  for (int d = 0; d < v->ndim; d++) if (mask >> d & 1) n *= (double)v->sizes[d];
+  double n = lower_red_count(L->t, r);
   int cd = r->cdtype, dt = r->dtype, fdt = rt_is_float(cd);
   /* passes compute in the float compute type (vector passes; the code
   ** generator picks the accumulation), row statements finish in double */

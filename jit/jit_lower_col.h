@@ -90,10 +90,7 @@ static int lower_red_col(Lower *L, JitRef ref, const LMap *om)
   for (int d = 0; d < om->nd; d++) if (!lower_col_free(L, om->coef[d])) return LW_FAIL(L, ref, JIT_LF_MAT);
   LMap im;
   if (lower_red_inmap(L, ref, om, &im)) return -1;
-  const JitView *v = jit_arg(L->t, r, 0);
-  uint32_t mask = jit_red_mask(r, v->ndim);
-  double n = 1;
-  for (int d = 0; d < v->ndim; d++) if (mask >> d & 1) n *= (double)v->sizes[d];
+  double n = lower_red_count(L->t, r);
   bool native = r->op == RT_OP_MAX || r->op == RT_OP_MIN;
   int op = r->op == RT_OP_MEAN ? RT_OP_SUM : r->op, adt = native ? r->dtype : r->cdtype;
   int x = lower_cast(L, lower_operand(L, r, 0, &im), adt);
