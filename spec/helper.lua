@@ -165,4 +165,19 @@ function H.same_opencl(f, inputs, rtol, msg, atol)
   return want, got, dev
 end
 
+-- A small MLP (13-32-32-5, GELU and ReLU) and its AdamW training step, seeded:
+-- two calls with the same seed give identical models (compiled vs eager specs).
+function H.mlp_step(seed)
+  local nn, F = tide.nn, tide.nn.functional
+  tide.manual_seed(seed)
+  local model = nn.Sequential(nn.Linear(13, 32), nn.GELU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 5))
+  local opt = tide.optim.AdamW(model:parameters(), { lr = 1e-2, weight_decay = 0.1 })
+  local function step(x, y)
+    local loss = F.cross_entropy(model(x), y)
+    opt:zero_grad(); loss:backward(); opt:step()
+    return loss
+  end
+  return model, step
+end
+
 return H

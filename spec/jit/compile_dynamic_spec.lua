@@ -41,17 +41,7 @@ local function randidx(shape, n) return tide.randint(1, n + 1, shape, { dtype = 
 
 describe("tide.compile dynamic sizes", function()
   it("an MLP training step at batch sizes 128, 96, 7, 1, 128: eager's results, kernels shared", function()
-    local function make()
-      tide.manual_seed(11)
-      local model = nn.Sequential(nn.Linear(13, 32), nn.GELU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 5))
-      local opt = tide.optim.AdamW(model:parameters(), { lr = 1e-2, weight_decay = 0.1 })
-      local function step(x, y)
-        local loss = F.cross_entropy(model(x), y)
-        opt:zero_grad(); loss:backward(); opt:step()
-        return loss
-      end
-      return model, step
-    end
+    local function make() return H.mlp_step(11) end
     local m1, eager_step = make()
     local m2, step = make()
     local cstep = tide.compile(step, { name = "mlp_step" })

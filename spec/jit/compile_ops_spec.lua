@@ -13,6 +13,7 @@
 -- The second part checks fused patterns (identities, layers, losses, a whole
 -- training step with AdamW, double backward, in-place writes into views).
 local tide = require "tide"
+local H = require "helper"
 local ffi = require "ffi"
 local tensor = require "tide.tensor"
 local nn, F = tide.nn, tide.nn.functional
@@ -760,17 +761,7 @@ describe("tide.compile matches eager on fused patterns", function()
   end)
 
   it("an MLP training step with AdamW: 3 steps match eager parameter by parameter", function()
-    local function make()
-      tide.manual_seed(7)
-      local model = nn.Sequential(nn.Linear(13, 32), nn.GELU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 5))
-      local opt = tide.optim.AdamW(model:parameters(), { lr = 1e-2, weight_decay = 0.1 })
-      local function step(x, y)
-        local loss = F.cross_entropy(model(x), y)
-        opt:zero_grad(); loss:backward(); opt:step()
-        return loss
-      end
-      return model, step
-    end
+    local function make() return H.mlp_step(7) end
     local m1, eager_step = make()
     local m2, step = make()
     local cstep = tide.compile(step)
