@@ -23,6 +23,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "c_bench.h"
 
 #define HALF_PI 1.57079632679489661923f
 
@@ -58,23 +59,9 @@ __attribute__((noinline)) static void triad(float *restrict a, const float *rest
   for (long i = 0; i < n; i++) a[i] = b[i] + 3.0f * c[i];
 }
 
-static int cmp(const void *x, const void *y)
-{
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
-}
-
 static void report(const char *name, int th, double *t, int reps, double bytes, double check)
 {
-  qsort(t, reps, sizeof *t, cmp);
-  double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-  const char *path = getenv("BENCH_OUT");
-  FILE *f = path ? fopen(path, "a") : NULL;
-  if (f) {
-    fprintf(f, "%s\tC loop (gcc -O3 -march=native -ffast-math -fopenmp, libmvec)\t%d\t%.9f\t%.9f\t%.9f\t%d\t%.0f\n",
-            name, th, med, t[0], t[reps - 1], reps, bytes);
-    fclose(f);
-  }
+  double med = bench_record(name, "C loop (gcc -O3 -march=native -ffast-math -fopenmp, libmvec)", th, t, reps, bytes);
   printf("%-10s %-30s t=%d median %8.3f ms  min %8.3f  max %8.3f  %6.2f GB/s  (check %g)\n",
          name, "C loop (OpenMP, libmvec)", th, med * 1e3, t[0] * 1e3, t[reps - 1] * 1e3, bytes / med / 1e9, check);
 }

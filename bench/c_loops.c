@@ -13,6 +13,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "c_bench.h"
 
 /* -- The two loops -------------------------------------------------------------- */
 
@@ -34,23 +35,9 @@ __attribute__((visibility("default"))) float cl_sum(const float *restrict a, lon
 
 #ifndef C_LOOPS_LIB
 
-static int cmp(const void *x, const void *y)
-{
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
-}
-
 static void report(const char *name, int th, double *t, int reps, double bytes, double check)
 {
-  qsort(t, reps, sizeof *t, cmp);
-  double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-  const char *path = getenv("BENCH_OUT");
-  FILE *f = path ? fopen(path, "a") : NULL;
-  if (f) {
-    fprintf(f, "%s\tC loop (gcc -O3 -march=native -fopenmp)\t%d\t%.9f\t%.9f\t%.9f\t%d\t%.0f\n",
-            name, th, med, t[0], t[reps - 1], reps, bytes);
-    fclose(f);
-  }
+  double med = bench_record(name, "C loop (gcc -O3 -march=native -fopenmp)", th, t, reps, bytes);
   printf("%-10s %-34s t=%d median %8.3f ms  min %8.3f  max %8.3f  %6.2f GB/s  (check %g)\n",
          name, "C loop (gcc -O3, OpenMP)", th, med * 1e3, t[0] * 1e3, t[reps - 1] * 1e3, bytes / med / 1e9, check);
 }

@@ -11,18 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include "c_bench.h"
 
 static double now(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *x, const void *y)
-{
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
 }
 
 int main(int argc, char **argv)
@@ -42,15 +37,7 @@ int main(int argc, char **argv)
     }
     if (r >= 0) t[r] = now() - t0;
   }
-  qsort(t, reps, sizeof *t, cmp);
-  double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-  const char *path = getenv("BENCH_OUT");
-  FILE *f = path ? fopen(path, "a") : NULL;
-  if (f) {
-    fprintf(f, "op_add_1\ttide from C (td_add + td_release)\t%d\t%.9f\t%.9f\t%.9f\t%d\t%ld\n",
-            td_get_num_threads(), med, t[0], t[reps - 1], reps, ops);
-    fclose(f);
-  }
+  double med = bench_record("op_add_1", "tide from C (td_add + td_release)", td_get_num_threads(), t, reps, (double)ops);
   printf("%-10s %-34s t=%d median %8.1f ns/op  min %8.1f  max %8.1f\n", "op_add_1", "tide from C (td_add + td_release)",
          td_get_num_threads(), med / ops * 1e9, t[0] / ops * 1e9, t[reps - 1] / ops * 1e9);
   td_release(a);

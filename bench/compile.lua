@@ -50,14 +50,9 @@ do
   end
 end
 
-local function median(t)
-  local s = {}
-  for i = 1, #t do s[i] = t[i] end
-  table.sort(s)
-  local n = #s
-  if n == 0 then return nil end
-  return n % 2 == 1 and s[(n + 1) / 2] or 0.5 * (s[n / 2] + s[n / 2 + 1])
-end
+package.path = root .. "/bench/?.lua;" .. package.path
+local records = require "records"
+local median = records.median
 
 local function write_record(case, peer, threads, med, lo, hi, reps, bytes)
   local path = os.getenv("BENCH_OUT")
@@ -86,24 +81,7 @@ local ORDER = { "w1_fwd", "w1_fwdbwd", "sm_fwd", "sm_fwdbwd", "ln_fwd", "ln_fwdb
                 "mlp_step", "mlp_compile" }
 
 if opt.only == "report" then
-  local rows, order = {}, {}
-  for line in assert(io.open(opt.file)):lines() do
-    local r, case, peer, th, med, lo, hi, reps, work = line:match(
-      "^(%d+)\t([^\t]+)\t([^\t]+)\t(%d+)\t([^\t]+)\t([^\t]+)\t([^\t]+)\t(%d+)\t([^\t]+)$")
-    if r then
-      local key = case .. "\0" .. peer .. "\0" .. th
-      local g = rows[key]
-      if not g then
-        g = { case = case, peer = peer, threads = tonumber(th), work = tonumber(work), meds = {}, by_round = {},
-              lo = math.huge, hi = -math.huge, reps = 0 }
-        rows[key] = g; order[#order + 1] = g
-      end
-      g.meds[#g.meds + 1] = tonumber(med)
-      g.by_round[tonumber(r)] = tonumber(med)
-      g.lo, g.hi = math.min(g.lo, tonumber(lo)), math.max(g.hi, tonumber(hi))
-      g.reps = g.reps + tonumber(reps)
-    end
-  end
+  local order = records.read(opt.file)
   local function find(case, prefix, th)
     for _, g in ipairs(order) do
       if g.case == case and g.threads == th and g.peer:sub(1, #prefix) == prefix then return g end
@@ -123,8 +101,7 @@ if opt.only == "report" then
   end
   local function rstr(m, lo, hi, n) return ("%.2fx (rounds %.2f-%.2f, n=%d)"):format(m, lo, hi, n) end
   local function verdict(ok) return ok and "met" or "**missed**" end
-  local ths, seen = {}, {}
-  for _, g in ipairs(order) do if not seen[g.threads] then seen[g.threads] = true; ths[#ths + 1] = g.threads end end
+  local ths = records.thread_counts(order)
   for _, th in ipairs(ths) do
     print(("#### threads=%d\n"):format(th))
     print("| case | peer | median ms | min ms | max ms | GB/s (median) | rounds x calls |")

@@ -10,38 +10,11 @@ its peer measured minutes apart at most) and the median over rounds is shown
 with the range.
 --]]
 local path = arg[1] or "build/bench/records.tsv"
-local f = assert(io.open(path, "r"))
-
-local rows, order = {}, {}
-for line in f:lines() do
-  local r, case, peer, th, med, lo, hi, reps, work = line:match(
-    "^(%d+)\t([^\t]+)\t([^\t]+)\t(%d+)\t([^\t]+)\t([^\t]+)\t([^\t]+)\t(%d+)\t([^\t]+)$")
-  if r then
-    local key = case .. "\0" .. peer .. "\0" .. th
-    local g = rows[key]
-    if not g then
-      g = { case = case, peer = peer, threads = tonumber(th), work = tonumber(work), meds = {}, by_round = {},
-            lo = math.huge, hi = 0, reps = 0 }
-      rows[key] = g
-      order[#order + 1] = g
-    end
-    med = tonumber(med)
-    g.meds[#g.meds + 1] = med
-    g.by_round[tonumber(r)] = med
-    g.lo, g.hi = math.min(g.lo, tonumber(lo)), math.max(g.hi, tonumber(hi))
-    g.reps = g.reps + tonumber(reps)
-  end
-end
-f:close()
-
-local function median(t)
-  local s = {}
-  for i = 1, #t do s[i] = t[i] end
-  table.sort(s)
-  local n = #s
-  if n == 0 then return nil end
-  return n % 2 == 1 and s[(n + 1) / 2] or 0.5 * (s[n / 2] + s[n / 2 + 1])
-end
+local here = (arg[0] or ""):match("^(.*)/[^/]*$") or "."
+package.path = here .. "/?.lua;" .. package.path
+local records = require "records"
+local median = records.median
+local order = records.read(path)
 
 local function find(case, prefix, threads)
   for _, g in ipairs(order) do
@@ -52,11 +25,7 @@ local function find(case, prefix, threads)
   end
 end
 
--- thread counts measured, in order of appearance
-local thread_counts, seen = {}, {}
-for _, g in ipairs(order) do
-  if not seen[g.threads] then seen[g.threads] = true; thread_counts[#thread_counts + 1] = g.threads end
-end
+local thread_counts = records.thread_counts(order)   -- in order of appearance
 
 -- ratio num/den per round (value_fn turns a median time into the compared
 -- quantity), then median and range over the rounds both have
