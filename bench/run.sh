@@ -43,23 +43,25 @@ gcc -O2 -Iruntime bench/c_op.c "$BUILD/libtide.a" $(make -s print-libs) -o "$DIR
 gcc -O3 -march=native -ffast-math -fopenmp bench/c_fuse.c -lmvec -lm -o "$DIR/c_fuse"
 
 # A clean threading/allocator environment; each peer gets its own settings below.
-unset OMP_NUM_THREADS OPENBLAS_NUM_THREADS MKL_NUM_THREADS OMP_WAIT_POLICY GOMP_SPINCOUNT \
+unset OMP_NUM_THREADS OPENBLAS_NUM_THREADS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE MKL_NUM_THREADS OMP_WAIT_POLICY GOMP_SPINCOUNT \
       MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ MALLOC_TOP_PAD_ ATEN_CPU_CAPABILITY TIDE_CACHE_LIMIT
 export TIDE_BUILD=$BUILD
 
 # PyTorch at its best on this machine: AVX-512 kernels if the CPU has them
 # (ATEN_CPU_CAPABILITY=avx512 dies with SIGILL on a CPU without them), glibc
 # told to keep big blocks on the heap, passive OpenMP waiting.
-CAP=avx2
-grep -qw avx512f /proc/cpuinfo && CAP=avx512
-TORCH_ENV="ATEN_CPU_CAPABILITY=$CAP OMP_WAIT_POLICY=PASSIVE MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736"
+# Debian's torch calls the same OpenBLAS as tide, which picks its AVX2 kernels on
+# AMD Zen 4/5: both get its AVX-512 kernels there (tide asks for them itself).
+CAP=avx2 CORE=Haswell
+grep -qw avx512f /proc/cpuinfo && CAP=avx512 CORE=SkylakeX
+TORCH_ENV="ATEN_CPU_CAPABILITY=$CAP OPENBLAS_CORETYPE=$CORE OMP_WAIT_POLICY=PASSIVE MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736"
 HAVE_TORCH=0
 [ -x $PY ] && $PY -c 'import torch' 2>/dev/null && HAVE_TORCH=1
 [ $HAVE_TORCH = 1 ] || echo "bench: no torch for $PY (Debian python3-torch); PyTorch peers skipped"
 
 echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs," \
      "$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "== threads=$THREADS rounds=$ROUNDS ops/loop=$OPS; PyTorch env: $TORCH_ENV"
+echo "== threads=$THREADS rounds=$ROUNDS ops/loop=$OPS; OpenBLAS kernels: $CORE; PyTorch env: $TORCH_ENV"
 
 run() {  # run <round> <command...>: records of the command get the round number
   r=$1; shift

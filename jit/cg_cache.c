@@ -47,6 +47,7 @@ int cg_host_lanes(void)
   return lanes;
 }
 const char *cg_host_march(void) { return cg_host_lanes() == 16 ? "x86-64-v4" : "x86-64-v3"; }
+const char *td_jit_isa(void) { return cg_host_march(); }
 
 /* -- Memory table ---------------------------------------------------------------- */
 

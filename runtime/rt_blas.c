@@ -233,6 +233,8 @@ static void mm_blas(const MmCpu *m, int ta, int64_t lda, int tb, int64_t ldb, in
   rt_parallel_for(items, grain, mm_blas_items, &j);
 }
 
+const char *td_blas_core(void) { return openblas_get_corename(); }
+
 /* -- Integer path --------------------------------------------------------------------------- */
 
 /* C[r, j] = sum_k A[i, k] B[k, j] accumulated in int64, over result rows r = (batch, i). */

@@ -98,6 +98,7 @@ TD_API int64_t td_cached_bytes(void);    /* bytes kept by the caching allocator 
 TD_API void td_empty_cache(void);
 TD_API int td_set_num_threads(int n);
 TD_API int td_get_num_threads(void);
+TD_API const char *td_blas_core(void);   /* the kernels OpenBLAS picked ("SkylakeX", "Haswell") */
 TD_API void td_manual_seed(uint64_t seed);
 TD_API void td_rng_get_state(uint64_t *seed, uint64_t *offset);
 TD_API void td_rng_set_state(uint64_t seed, uint64_t offset);
@@ -229,5 +230,6 @@ TD_API int td_is_tracing(void);
 /* Kernel compiler counters: [0] libgccjit compiles, [1] disk-cache loads,
 ** [2] memory-cache hits, [3] kernels compiled. */
 TD_API void td_jit_stats(int64_t *out);
+TD_API const char *td_jit_isa(void);     /* the -march of compiled kernels ("x86-64-v4") */
 
 #endif

@@ -284,6 +284,12 @@ end
 function tide.set_rng_state(st) C.td_rng_set_state(st.seed, st.offset) end
 function tide.set_num_threads(n) check(C.td_set_num_threads(n)) end
 function tide.get_num_threads() return C.td_get_num_threads() end
+-- what this process runs on, as torch.__config__: the thread count, OpenBLAS's
+-- kernels and the ISA level of compiled kernels
+function tide.config()
+  return { num_threads = C.td_get_num_threads(), blas_core = ffi.string(C.td_blas_core()),
+           jit_isa = ffi.string(C.td_jit_isa()) }
+end
 function tide.live_bytes() return tonumber(C.td_live_bytes()) end
 function tide.empty_cache() C.td_empty_cache() end
 

@@ -364,3 +364,40 @@ describe("matmul gradients", function()
     H.gradcheck(function(c, x, y) return c:addmm(x, y) end, { H.rand64 { 2 }, H.rand64 { 3, 4 }, H.rand64 { 4, 2 } })
   end)
 end)
+
+describe("tide.config", function()
+  local function child(env)
+    local cmd = ("%s luajit -e %q 2>&1"):format(env, ("package.path = %q; local c = require('tide').config(); "
+      .. "io.write(c.num_threads, ' ', c.blas_core, ' ', c.jit_isa)"):format(package.path))
+    local p = assert(io.popen(cmd))
+    local out = p:read("*a")
+    p:close()
+    local n, core, isa = out:match("^(%d+) (%S+) (%S+)$")
+    assert(n, "child failed: " .. out)
+    return tonumber(n), core, isa
+  end
+  local f = assert(io.open("/proc/cpuinfo"))
+  local flags = f:read("*a"):match("\nflags%s*:([^\n]*)") .. " "
+  f:close()
+  local avx512 = true
+  for _, x in ipairs { "avx512f", "avx512bw", "avx512dq", "avx512vl" } do
+    avx512 = avx512 and flags:find(" " .. x .. " ", 1, true) ~= nil
+  end
+
+  it("reports the thread count, OpenBLAS's kernels and the ISA of compiled kernels", function()
+    local c = tide.config()
+    assert.equal(tide.get_num_threads(), c.num_threads)
+    assert.equal(avx512 and "x86-64-v4" or "x86-64-v3", c.jit_isa)
+    assert.is_true(#c.blas_core > 0)
+    local n, _, isa = child("TIDE_NUM_THREADS=1 TIDE_CG_ISA=v3")
+    assert.equal(1, n)
+    assert.equal("x86-64-v3", isa)
+  end)
+
+  it("asks OpenBLAS for its AVX-512 kernels on an AVX-512 CPU, unless OPENBLAS_CORETYPE chooses", function()
+    local _, core = child("env -u OPENBLAS_CORETYPE")
+    if avx512 then assert.equal("SkylakeX", core) else assert.are_not.equal("SkylakeX", core) end
+    _, core = child("OPENBLAS_CORETYPE=Haswell")
+    assert.equal("Haswell", core)
+  end)
+end)
