@@ -127,7 +127,7 @@ static void mark_dyn(td_compiled *cf, JitTrace *t)
 {
   for (int i = 0; i < t->nins; i++) {
     JitIns *ins = &t->ins[i];
-    if (ins->op == JIT_OP_SCALAR && (ins->slot >= JIT_MAX_DYN || (cf->dyn[ins->slot / 8] >> (ins->slot % 8) & 1)))
+    if (ins->op == JIT_OP_SCALAR && ins->slot >= 0 && (ins->slot >= JIT_MAX_DYN || (cf->dyn[ins->slot / 8] >> (ins->slot % 8) & 1)))
       ins->flags |= JIT_IF_DYN;
   }
 }
@@ -264,7 +264,7 @@ static Variant *variant_build(td_compiled *cf, const JitTrace *t, const JitTrace
   if (eager) {
     if (!(v->plan = jit_plan_eager(&v->t))) goto fail;
   } else {
-    jit_opt_writes(&v->t); jit_opt_fold(&v->t); jit_opt_cse(&v->t); jit_opt_dce(&v->t);
+    jit_opt_writes(&v->t); jit_opt_fold(&v->t); jit_opt_split_grads(&v->t); jit_opt_cse(&v->t); jit_opt_dce(&v->t);
     if (!(v->plan = jit_schedule(&v->t))) goto fail;
   }
   int lf = log_flags();

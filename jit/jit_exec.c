@@ -174,6 +174,10 @@ static int exec_eager(JitExec *x, const JitTrace *cur, JitRef r)
       rt_store(&scal[k], src->dtype, (src->flags & JIT_IF_DYN) ? cur->ins[v->root].value : src->value);
       hin[k].refcount = 1 << 30; hin[k].scalar_type = src->dtype;
       hin[k].flags = TD_TF_WRAPPED_NUMBER; hin[k].nelem = 1; hin[k].ptr = &scal[k];
+      if (v->ndim) {                    /* a constant expanded to a shape (traced zeros) */
+        hin[k].flags = 0; hin[k].ndim = v->ndim; hin[k].nelem = rt_numel(v->ndim, v->sizes);
+        memcpy(hin[k].sizes, v->sizes, sizeof hin[k].sizes);
+      }
     } else view_header(x, &hin[k], v, src->dtype);
     in[k] = &hin[k];
   }

@@ -46,13 +46,18 @@ static int set(JitCtx *k, int i, td_tensor *g)
   return 0;
 }
 
-static td_tensor *zeros_of(JitCtx *k, int i)
+/* Zeros on the device of gradient g. A zero gradient itself is a real tensor
+** (it may be returned as a .grad); a base that a gradient is scattered into
+** is, while tracing, a constant of the trace (jit_record_zeros): no buffer and
+** no memset per call. */
+static td_tensor *zeros(JitCtx *k, const td_tensor *g, int ndim, const int64_t *sizes, int dtype, bool base)
 {
-  JitEdge *e = &k->n->edge[i];
-  /* on the device of the incoming gradient (a traced one is on the CPU's side) */
-  int dev = k->g && rt_has_data(k->g) ? k->g->device_type : TD_CPU;
-  return jit_tmp(k, rt_full_on(dev, e->ndim, e->sizes, 0, e->scalar_type));
+  if (base && jit_tracing) return jit_tmp(k, jit_record_zeros(ndim, sizes, dtype));
+  return jit_tmp(k, rt_full_on(g && rt_has_data(g) ? g->device_type : TD_CPU, ndim, sizes, 0, dtype));
 }
+#define ZEROS(i, base) zeros(k, k->g, k->n->edge[i].ndim, k->n->edge[i].sizes, k->n->edge[i].scalar_type, base)
+static td_tensor *zeros_of(JitCtx *k, int i) { return ZEROS(i, true); }
+static td_tensor *zero_grad_of(JitCtx *k, int i) { return ZEROS(i, false); }
 
 /* g of a reduced output, viewed with the reduced dims kept as 1, expanded to the input. */
 static td_tensor *expand_back(JitCtx *k, td_tensor *g, int input)
@@ -94,7 +99,7 @@ struct JitGradRule jit_grad_rule_none = { "none", NULL, 0 };
 RULE(neg, 0, return set(k, 0, NEG(G));)
 RULE(abs, S0, return set(k, 0, MUL(G, op1(k, RT_OP_SIGN, IN(0))));)
 /* sign, floor, ceil, round: zero almost everywhere */
-RULE(zero, 0, return set(k, 0, zeros_of(k, 0));)
+RULE(zero, 0, return set(k, 0, zero_grad_of(k, 0));)
 RULE(exp, SO, return set(k, 0, MUL(G, OUT));)
 RULE(log, S0, return set(k, 0, DIV(G, IN(0)));)
 RULE(log1p, S0, return set(k, 0, DIV(G, ADDN(IN(0), 1)));)
@@ -254,7 +259,7 @@ RULE(logsumexp, S0 | SO, return set(k, 0, MUL(expand_back(k, G, 0), op1(k, RT_OP
 RULE(norm, S0 | SO, {
   double p = k->n->attrs.s[0];
   td_tensor *x = IN(0), *g = expand_back(k, G, 0), *y = expand_back(k, OUT, 0), *d;
-  if (p == 0) return set(k, 0, zeros_of(k, 0));     /* a count of nonzeros: piecewise constant */
+  if (p == 0) return set(k, 0, zero_grad_of(k, 0));     /* a count of nonzeros: piecewise constant */
   if (p == 1) d = op1(k, RT_OP_SIGN, x);
   else if (isinf(p)) {
     td_tensor *m = op1a(k, RT_OP_CAST, op2(k, RT_OP_EQ, op1(k, RT_OP_ABS, x), y), &(td_attrs){ .ndims = -1, .dtype = x->scalar_type });
@@ -370,8 +375,7 @@ static td_tensor *pad_to(JitCtx *k, td_tensor *g, int input)
     memcpy(s, g->sizes, sizeof s);
     s[d] = e->sizes[d];
     td_attrs at = { .ndims = -1, .dtype = -1, .i = { d, 0, g->sizes[d], 1 } };
-    g = op2a(k, RT_OP_SLICE_SCATTER, jit_tmp(k, rt_full_on(rt_has_data(g) ? g->device_type : TD_CPU, g->ndim, s, 0,
-                                                          g->scalar_type)), g, &at);
+    g = op2a(k, RT_OP_SLICE_SCATTER, zeros(k, g, g->ndim, s, g->scalar_type, true), g, &at);
   }
   return g;
 }

@@ -209,6 +209,40 @@ static bool fold_scalars(JitTrace *t, JitIns *r)
   return true;
 }
 
+/* A COPY of the whole of a root that nothing else reads (a .grad is made to own
+** its memory) takes over that root's computation, which then stores straight
+** into the copy's buffer: no copy pass. The root's operands come before it, so
+** they come before the copy too. (Not max/min: their indices are a record of
+** their own, which stays next to them.) */
+static void fold_sole_copies(JitTrace *t)
+{
+  int32_t *reads = calloc((size_t)t->nins + 1, sizeof *reads);
+  if (!reads) return;                     /* keeping the copies is always correct */
+  for (int i = 0; i < t->nouts; i++) if (t->outs[i].root >= 0) reads[t->outs[i].root] += 2;
+  for (int i = 0; i < t->neffects; i++) reads[t->effects[i].ref] += 2;
+  for (int i = 0; i < t->nins; i++) {
+    const JitIns *r = &t->ins[i];
+    if (!opt_live(r)) continue;
+    for (int k = 0; k < r->nin; k++) reads[jit_arg(t, r, k)->root]++;
+    if (r->op == JIT_OP_WRITE && r->dst >= 0) reads[t->views[r->dst].root] += 2;
+  }
+  for (int i = 0; i < t->nins; i++) {
+    JitIns *r = &t->ins[i];
+    if (!opt_live(r) || r->op != RT_OP_COPY) continue;
+    const JitView *v = jit_arg(t, r, 0);
+    JitIns *x = &t->ins[v->root];
+    if (reads[v->root] != 1 || !opt_live(x) || x->op >= RT_OP__MAX || x->op == RT_OP_MAX || x->op == RT_OP_MIN ||
+        x->op == RT_OP_ARGMAX || x->op == RT_OP_ARGMIN || x->dtype != r->dtype ||
+        x->ndim != r->ndim || memcmp(x->sizes, r->sizes, sizeof(int64_t) * (size_t)r->ndim) || !fold_whole(t, v))
+      continue;
+    int32_t flags = r->flags, line = r->line;
+    *r = *x;
+    r->flags = flags; r->line = line;
+    x->flags |= JIT_IF_DEAD;
+  }
+  free(reads);
+}
+
 void jit_opt_fold(JitTrace *t)
 {
   for (int i = 0; i < t->nins; i++) {
@@ -229,6 +263,70 @@ void jit_opt_fold(JitTrace *t)
       if (t->ins[src->root].dtype == p->dtype && t->ins[src->root].op != JIT_OP_SCALAR && fold_whole(t, src))
         v->root = src->root;
     }
+  }
+  fold_sole_copies(t);
+}
+
+/* -- The gradient of a split ----------------------------------------------------------
+** The derivative of a slice scatters g into zeros (slice_scatter onto a
+** constant zero, jit_record_zeros), and the gradients of the pieces of a split
+** (q, k, v of one projection) are summed: add(add(scatter(0, gq, 0:d),
+** scatter(0, gk, d:2d)), scatter(0, gv, 2d:3d)). When the pieces tile the dim
+** the sum is cat(gq, gk, gv): one pass that writes each element once, instead
+** of a full write per piece and a sum over all of them. */
+
+typedef struct OptPiece { int64_t start, stop; JitView src; } OptPiece;
+
+/* Is v the whole of a record of top's shape and dtype? */
+static bool opt_like(const JitTrace *t, const JitView *v, const JitIns *top)
+{
+  const JitIns *x = &t->ins[v->root];
+  return opt_live(x) && x->dtype == top->dtype && x->ndim == top->ndim && fold_whole(t, v) &&
+         memcmp(x->sizes, top->sizes, sizeof(int64_t) * (size_t)top->ndim) == 0;
+}
+
+/* Collect the pieces of sum r (a tree of adds over step-1 slice scatters onto
+** constant zeros, all in dim *dim) after the n found; -1 if it is not one. */
+static int opt_pieces(const JitTrace *t, const JitIns *r, const JitIns *top, OptPiece *p, int n, int64_t *dim)
+{
+  for (int k = 0; k < 2 && n >= 0; k++) {
+    const JitView *v = jit_arg(t, r, k);
+    const JitIns *x = &t->ins[v->root];
+    double z;
+    if (!opt_like(t, v, top)) return -1;
+    if (x->op == RT_OP_ADD && x->nin == 2 && x->cdtype == x->dtype) { n = opt_pieces(t, x, top, p, n, dim); continue; }
+    if (x->op != RT_OP_SLICE_SCATTER || x->attrs.i[3] != 1 || (*dim >= 0 && x->attrs.i[0] != *dim) ||
+        !fold_const(t, jit_arg(t, x, 0), &z) || z != 0 || n == RT_MAX_IN) return -1;
+    *dim = x->attrs.i[0];
+    p[n++] = (OptPiece){ x->attrs.i[1], x->attrs.i[2], *jit_arg(t, x, 1) };
+  }
+  return n;
+}
+
+void jit_opt_split_grads(JitTrace *t)
+{
+  OptPiece p[RT_MAX_IN];
+  for (int i = 0; i < t->nins; i++) {
+    JitIns *r = &t->ins[i];
+    int64_t dim = -1, at = 0;
+    if (!opt_live(r) || r->op != RT_OP_ADD || r->nin != 2 || r->cdtype != r->dtype) continue;
+    int n = opt_pieces(t, r, r, p, 0, &dim);
+    if (n < 2) continue;
+    for (int a = 1; a < n; a++)               /* by start */
+      for (int b = a; b > 0 && p[b - 1].start > p[b].start; b--) { OptPiece x = p[b]; p[b] = p[b - 1]; p[b - 1] = x; }
+    for (int a = 0; a < n && at >= 0; a++) at = p[a].start == at ? p[a].stop : -1;
+    if (at != r->sizes[dim]) continue;        /* gaps or overlaps: keep the sum */
+    if (t->nviews + n > t->vcap) {
+      int32_t nc = (t->nviews + n) * 2;
+      JitView *nv = realloc(t->views, sizeof *nv * (size_t)nc);
+      if (!nv) return;                        /* keeping the sum is always correct */
+      memset(nv + t->vcap, 0, sizeof *nv * (size_t)(nc - t->vcap));
+      t->views = nv; t->vcap = nc;
+    }
+    r->op = RT_OP_CAT; r->nin = n; r->arg0 = t->nviews;
+    for (int a = 0; a < n; a++) t->views[t->nviews++] = p[a].src;
+    memset(&r->attrs, 0, sizeof r->attrs);
+    r->attrs.ndims = -1; r->attrs.dtype = -1; r->attrs.i[0] = dim;
   }
 }
 

@@ -213,6 +213,27 @@ static td_tensor *traced_tensor(JitTrace *t, JitRef ref)
   return x;
 }
 
+/* Zeros of a shape while tracing (the base a derivative scatters into): a
+** constant SCALAR record viewed expanded to the shape (strides 0). Kernels
+** read it as a constant and eager steps as a stride-0 tensor, so it needs no
+** buffer, no memset per trace and no input slot. */
+td_tensor *jit_record_zeros(int ndim, const int64_t *sizes, int dtype)
+{
+  JitRec *r = cur;
+  if (!r) return rt_errp(TD_ERR_STATE, "zeros: no active trace");
+  JitTrace *t = &r->t;
+  JitRef ref = rec_emit(t, JIT_OP_SCALAR, dtype, dtype, 0, NULL, NULL, 0, NULL);
+  if (ref < 0) return NULL;
+  t->ins[ref].value = 0; t->ins[ref].slot = -1;      /* a constant, not a Lua number's slot */
+  td_tensor *x = traced_tensor(t, ref);
+  if (!x) return NULL;
+  x->ndim = ndim;
+  memcpy(x->sizes, sizes, (size_t)ndim * sizeof *sizes);
+  memset(x->strides, 0, sizeof x->strides);
+  x->nelem = rt_numel(ndim, sizes);
+  return x;
+}
+
 /* -- Dispatcher hooks ---------------------------------------------------------------------- */
 
 td_tensor *jit_record_call(RtCall *c)

@@ -15,9 +15,10 @@
 void jit_opt_writes(JitTrace *t);     /* reads of an intermediate whole-root WRITE read its value */
 void jit_opt_dce(JitTrace *t);        /* keep what reaches outputs and effects */
 void jit_opt_cse(JitTrace *t);        /* same op, attrs and operand views -> one record */
-void jit_opt_fold(JitTrace *t);
+void jit_opt_fold(JitTrace *t);       /* x*1, x+0, x-0, x/1, x^1, x^2 -> x*x, casts to the same type */
+void jit_opt_split_grads(JitTrace *t); /* sums of slice scatters onto zeros tiling a dim -> cat */
 /* A WRITE whose destination is its whole root, contiguous (a pointwise store). */
-bool jit_write_whole(const JitTrace *t, const JitIns *r);       /* x*1, x+0, x-0, x/1, x^1, x^2 -> x*x, casts to the same type */
+bool jit_write_whole(const JitTrace *t, const JitIns *r);
 
 /* -- Plan --------------------------------------------------------------------- */
 

@@ -237,6 +237,7 @@ extern _Thread_local int jit_tracing;
 void jit_record_note_grad(td_tensor *leaf);   /* leaf's .grad was set */
 void jit_record_note_backward(void);          /* a backward pass ran */
 td_tensor *jit_record_call(RtCall *c);        /* record instead of running */
+td_tensor *jit_record_zeros(int ndim, const int64_t *sizes, int dtype);  /* traced zeros (a constant) */
 int jit_record_write(RtCall *c, td_tensor *out, td_tensor *value);  /* functionalized in-place write */
 int rt_call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_attrs *attrs);
 td_tensor *rt_call_record(int op, int nin, td_tensor *const *in, const td_attrs *attrs);

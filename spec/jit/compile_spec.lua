@@ -277,6 +277,39 @@ describe("tide.compile guards", function()
     assert.equal(2, n, kernels[1])
   end)
 
+  it("the gradients of a split's pieces are one cat; zeros and .grad copies cost no buffer", function()
+    local function graph(f, ...) return f:explain(...):match("%-%- graph\n(.-)%-%- schedule") end
+    local function count(text, pat) local n = 0 for _ in text:gmatch(pat) do n = n + 1 end return n end
+    -- pieces: a split into 3 (tiling W's columns, q read twice), two of 3, two overlapping ones
+    local cases = {
+      { "split", function(y) local q, k, v = unpack(y:split(3, 2)) return (q:sin() * k + v:exp() * q):sum() end, true },
+      { "two of three", function(y) local q, k = unpack(y:split(3, 2)) return (q * k:cos()):sum() end, false },
+      { "overlapping", function(y) return (y:narrow(2, 1, 5):tanh() + y:narrow(2, 4, 5) ^ 2):sum() end, false },
+    }
+    for _, c in ipairs(cases) do
+      local name, body, tiles = c[1], c[2], c[3]
+      local W = tide.randn(6, 9):requires_grad_()
+      local We = W:detach():clone():requires_grad_()
+      local function step(w, x) local l = body(x:matmul(w)); l:backward(); return l end
+      local f = tide.compile(step)
+      for _ = 1, 2 do
+        local x = tide.randn(5, 6)
+        W.grad, We.grad = nil, nil
+        local l, le = f(W, x), step(We, x)
+        H.close(l, le:detach(), 1e-5, name)
+        H.close(W.grad, We.grad, 1e-5, name)
+      end
+      W.grad = nil
+      local g = graph(f, W, tide.randn(5, 6))
+      assert.equal(3, count(g, "= input "), name .. ": W, x and the seed only\n" .. g)
+      -- W.grad is the matmul's own buffer, not a copy of it
+      local gref = g:match("return %%%d+, (%%%d+)")
+      assert.equal("matmul", g:match("\n" .. gref:gsub("%%", "%%%%") .. " = (%w+)"), name .. "\n" .. g)
+      assert.equal(tiles and 1 or 0, count(g, "= cat "), name .. "\n" .. g)
+      assert.equal(tiles and 0 or 2, count(g, "= slice_scatter "), name .. "\n" .. g)
+    end
+  end)
+
   it("tide.jit.to_dot(compiled, x) returns a DOT graph", function()
     local f = tide.compile(function(x) return x:tanh() * 2 end)
     local dot = tide.jit.to_dot(f, tide.randn(4))
