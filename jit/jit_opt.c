@@ -250,6 +250,7 @@ void jit_opt_fold(JitTrace *t)
     if (!opt_live(r) || r->op >= RT_OP__MAX || r->op < 0 || rt_ops[r->op].kind != RT_K_EW) continue;
     if (!fold_scalars(t, r)) fold_one(t, r);
   }
+  fold_sole_copies(t);
   /* forward consumers of a COPY of a whole contiguous root to that root (not
   ** writes, outputs or effects: those need a buffer of their own) */
   for (int i = 0; i < t->nins; i++) {
@@ -264,7 +265,6 @@ void jit_opt_fold(JitTrace *t)
         v->root = src->root;
     }
   }
-  fold_sole_copies(t);
 }
 
 /* -- The gradient of a split ----------------------------------------------------------
