@@ -12,7 +12,7 @@ per process, chosen with --only:
             a fixed random g, the backward inside the compiled function (x,
             and for layer_norm weight and bias, require grad; .grad = nil first).
   mlp       W2/W3-style training step: MLP 784-512-512-10 (ReLU), batch 128,
-            cross_entropy, AdamW(lr 1e-3); zero_grad + forward + backward +
+            cross_entropy, Adam(lr 1e-3) as the peer; zero_grad + forward + backward +
             step, the whole step compiled vs the same step eager, and vs
             only the model compiled (tide.compile(model): its backward ahead
             of time, loss/backward()/step eager around it).
@@ -303,7 +303,7 @@ elseif opt.only == "mlp" or opt.only == "mlp-cold" then
   local function make(compile_model)
     tide.manual_seed(0)
     local model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
-    local optim = tide.optim.AdamW(model:parameters(), { lr = 1e-3 })
+    local optim = tide.optim.Adam(model:parameters(), { lr = 1e-3 })
     local fwd = compile_model and tide.compile(model, { name = "mlp_model" }) or model
     local function step(x, y)
       optim:zero_grad()

@@ -290,9 +290,9 @@ TD_API int td_set_grad(td_tensor *t, td_tensor *g)
     return rt_err(TD_ERR_SHAPE, "grad: assigned grad has shape %s but the tensor has shape %s",
                   RT_SHAPE(g), RT_SHAPE(t));
   if (g) td_retain(g);
+  if (jit_tracing) jit_record_note_grad(t, t->rt_grad);
   td_release(t->rt_grad);
   t->rt_grad = g;
-  if (jit_tracing) jit_record_note_grad(t);
   return 0;
 }
 
@@ -421,9 +421,9 @@ static int deliver_leaf(td_tensor *leaf, td_tensor *g, const Capture *cap, int c
     if (!c) return TD_ERR_NOMEM;
     gd = c;
   }
+  if (jit_tracing) jit_record_note_grad(leaf, leaf->rt_grad);
   td_release(leaf->rt_grad);
   leaf->rt_grad = gd;
-  if (jit_tracing) jit_record_note_grad(leaf);
   return 0;
 }
 

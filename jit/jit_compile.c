@@ -466,7 +466,7 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
     if ((outk[k] = jit_rec_output(r, outs[k])) < 0) { rc = TD_ERR_STATE; goto done; }
   }
   for (int g = 0; g < r->ngrads; g++) {
-    td_tensor *gr = r->grads[g]->rt_grad;
+    td_tensor *gr = r->grads[g].leaf->rt_grad;
     outk[nout + g] = gr && jit_is_traced(gr) ? jit_rec_output(r, gr) : -1;
   }
   if (!nhist || r->backward_ran || !td_grad_enabled()) yk = -1;
@@ -560,7 +560,7 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
       /* outputs of a function that ran its own backward carry no history */
     }
     for (int g = 0; g < r->ngrads; g++) {
-      td_tensor *leaf = r->grads[g];
+      td_tensor *leaf = r->grads[g].leaf;
       if (outk[nout + g] < 0) continue;
       td_tensor *gr = res[outk[nout + g]];
       res[outk[nout + g]] = NULL;
@@ -572,10 +572,14 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
   free(res);
 done:
   if (rc < 0) for (int k = 0; k < nout; k++) { td_release(results[k]); results[k] = NULL; }
-  /* leaves whose .grad is still traced (a failed run): drop the dataless grad */
-  if (rc) for (int g = 0; g < r->ngrads; g++) {
-    td_tensor *leaf = r->grads[g];
-    if (leaf->rt_grad && jit_is_traced(leaf->rt_grad) && rc != TD_COMPILE_RERUN_EAGER) { td_release(leaf->rt_grad); leaf->rt_grad = NULL; }
+  /* leaves whose .grad is still traced (explain, a failed run, an eager re-run):
+  ** the .grad they had before the call, as if it had not run */
+  if (rc || mode != TD_COMPILE_RUN) for (int g = 0; g < r->ngrads; g++) {
+    td_tensor *leaf = r->grads[g].leaf;
+    if (!leaf->rt_grad || !jit_is_traced(leaf->rt_grad)) continue;
+    td_release(leaf->rt_grad);
+    td_retain(r->grads[g].prev);
+    leaf->rt_grad = r->grads[g].prev;
   }
   variant_free(tmp);
   jit_aot_clear(&aot);

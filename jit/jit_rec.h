@@ -14,7 +14,8 @@ typedef struct JitStorageRef { RtStorage *s; int32_t slot; JitRef input, ref; } 
 typedef struct JitRec {
   JitTrace t;
   JitStorageRef *map; int32_t mcap, mn;
-  td_tensor **grads; int32_t ngrads, gcap;     /* leaves whose .grad was set (retained) */
+  /* leaves whose .grad was set, with the .grad they had before the trace (both retained) */
+  struct JitGradNote { td_tensor *leaf, *prev; } *grads; int32_t ngrads, gcap;
   int32_t backward_ran;
 } JitRec;
 

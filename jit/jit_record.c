@@ -83,7 +83,7 @@ void jit_rec_free(JitRec *r)
   if (!r) return;
   jit_rec_stop(r);
   jit_trace_clear(&r->t);
-  for (int i = 0; i < r->ngrads; i++) td_release(r->grads[i]);
+  for (int i = 0; i < r->ngrads; i++) { td_release(r->grads[i].leaf); td_release(r->grads[i].prev); }
   free(r->grads); free(r->map);
   free(r);
 }
@@ -287,14 +287,14 @@ int jit_record_write(RtCall *c, td_tensor *out, td_tensor *value)
   return 0;
 }
 
-void jit_record_note_grad(td_tensor *leaf)
+void jit_record_note_grad(td_tensor *leaf, td_tensor *prev)
 {
   JitRec *r = cur;
   if (!r) return;
-  for (int i = 0; i < r->ngrads; i++) if (r->grads[i] == leaf) return;
+  for (int i = 0; i < r->ngrads; i++) if (r->grads[i].leaf == leaf) return;
   if (GROW(r->grads, r->gcap, r->ngrads + 1)) return;
-  td_retain(leaf);
-  r->grads[r->ngrads++] = leaf;
+  td_retain(leaf); td_retain(prev);
+  r->grads[r->ngrads++] = (struct JitGradNote){ leaf, prev };
 }
 
 void jit_record_note_backward(void) { if (cur) cur->backward_ran = 1; }

@@ -234,7 +234,7 @@ int jit_grad_rebase_view(td_tensor *view, td_tensor *base);
 /* Trace recorder hooks (jit/jit_record.c): jit_tracing is nonzero while a
 ** compiled function is being traced on this thread. */
 extern _Thread_local int jit_tracing;
-void jit_record_note_grad(td_tensor *leaf);   /* leaf's .grad was set */
+void jit_record_note_grad(td_tensor *leaf, td_tensor *prev);   /* leaf's .grad is set (it was prev) */
 void jit_record_note_backward(void);          /* a backward pass ran */
 td_tensor *jit_record_call(RtCall *c);        /* record instead of running */
 td_tensor *jit_record_zeros(int ndim, const int64_t *sizes, int dtype);  /* traced zeros (a constant) */

@@ -253,6 +253,24 @@ describe("tide.compile guards", function()
     same(f(x), (x:sin() + x:exp()):sum(1))
   end)
 
+  it("explain and to_dot of a function that runs backward leave every .grad as it was", function()
+    local w = tide.randn(4, 3):requires_grad_()
+    local f = tide.compile(function(x) local l = x:matmul(w):tanh():sum(); l:backward(); return l end)
+    local x = tide.randn(5, 4)
+    for _ = 1, 2 do                     -- twice: no traced .grad is left behind
+      has(f:explain(x), "tanh")
+      assert.is_nil(w.grad)
+      has(tide.jit.to_dot(f, x), "digraph")
+      assert.is_nil(w.grad)
+    end
+    f(x)                                 -- a real .grad, then explain again keeps its values
+    local g = w.grad:clone()
+    f:explain(x)
+    same(w.grad, g)
+    f(x)
+    H.close(w.grad, g * 2, 1e-5)
+  end)
+
   it("an in-place chain on a whole tensor fuses and stores its last version only", function()
     -- Adam's shape: state.mul_(b):add_(g * (1 - b)), a temporary written in place, p.add_(...)
     local function step(m, p, g)
