@@ -522,8 +522,10 @@ static int lower_expsum_store(Lower *L, const JitIns *r, const LMap *m, int mx)
 **   m = max x;  s = sum exp(x - m) (double);
 **   softmax: exp(x - m) * (T)(1/s);  log_softmax: x - (T)(m + log s)
 ** A stored softmax whose row fits in cache keeps e in its output (memo seg -3):
-** the same values, one exp per element instead of two. The store segment is
-** the only one that reads e back, before it stores; other segments recompute. */
+** the same values, one exp per element instead of two or three. Every segment
+** that reads softmax values at the stored row reads e back: it runs after the
+** exp-sum pass (it needs s) and no later than the store segment (closed last),
+** which reads e before it overwrites it with e * (1/s). */
 static int lower_rowop(Lower *L, JitRef ref, const LMap *m)
 {
   const JitIns *r = &L->t->ins[ref];
@@ -557,7 +559,7 @@ static int lower_rowop(Lower *L, JitRef ref, const LMap *m)
   }
   if (r->op == RT_OP_SOFTMAX) {
     int inv = lower_cast(L, lower_bin(L, RT_OP_DIV, TD_FLOAT64, lower_const(L, TD_FLOAT64, 1), s), dt);
-    int e = kept && lower_row_is_root(L, ref, m) ? lower_load(L, ref, &L->raddr)
+    int e = kept && memcmp(m, &L->rmap, sizeof *m) == 0 ? lower_load(L, ref, &L->raddr)
           : lower_un(L, RT_OP_EXP, dt, lower_bin(L, RT_OP_SUB, dt, lower_cast(L, lower_operand(L, r, 0, m), dt), mx));
     return lower_bin(L, RT_OP_MUL, dt, e, inv);
   }
