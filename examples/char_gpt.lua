@@ -83,17 +83,16 @@ function Block:__init(d, h)
   self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
   self.heads = h
 end
--- x (B, T, D); mask (T, T) true above the diagonal (the future)
-function Block:forward(x, mask)
+-- x (B, T, D)
+function Block:forward(x)
   local B, T, D = x:size(1), x:size(2), x:size(3)
   local h = self.heads
   local hd = D / h
   local qkv = self.qkv(self.ln1(x)):split(D, 3)
   local function heads(t) return t:reshape(B, T, h, hd):transpose(2, 3) end     -- (B, h, T, hd)
-  local q, k, v = heads(qkv[1]), heads(qkv[2]), heads(qkv[3])
-  local att = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(hd))                  -- (B, h, T, T)
-  att = att:masked_fill(mask, -math.huge):softmax(-1)
-  local y = att:matmul(v):transpose(2, 3):reshape(B, T, D)
+  -- causal attention, one fused op: softmax(q k^T / sqrt(hd), future masked) v
+  local y = F.scaled_dot_product_attention(heads(qkv[1]), heads(qkv[2]), heads(qkv[3]), { is_causal = true })
+  y = y:transpose(2, 3):reshape(B, T, D)
   x = x + self.proj(y)
   return x + self.out(F.gelu(self.fc(self.ln2(x))))
 end
@@ -115,9 +114,8 @@ function GPT:forward(idx)
   local T = idx:size(2)
   local on = { device = idx.device }
   local pos = tide.arange(1, T + 1, on)
-  local mask = tide.arange(T, on):view(T, 1):lt(tide.arange(T, on):view(1, T))
   local x = self.tok(idx) + self.pos(pos)
-  for _, b in ipairs(self.blocks) do x = b(x, mask) end
+  for _, b in ipairs(self.blocks) do x = b(x) end
   return self.head(self.ln_f(x))
 end
 

@@ -339,6 +339,55 @@ RULE(matmul, S0 | S1, {
   return rc;
 })
 
+/* -- Attention ------------------------------------------------------------------------------------ */
+
+/* p = softmax(scale q k^T) with keys after each query masked (causal), from differentiable ops */
+static td_tensor *attn_probs(JitCtx *k, td_tensor *q, td_tensor *kk)
+{
+  const td_attrs *a = &k->n->attrs;
+  td_tensor *s = MULN(op2(k, RT_OP_MATMUL, q, mT(k, kk)), a->s[0]);
+  if (!s) return NULL;
+  int n = s->ndim;
+  if (a->i[0]) {                       /* masked where key j > query i */
+    int64_t Tq = s->sizes[n - 2], Tk = s->sizes[n - 1];
+    td_tensor *iq = jit_tmp(k, td_arange(0, (double)Tq, 1, TD_INT64)), *jk = jit_tmp(k, td_arange(0, (double)Tk, 1, TD_INT64));
+    iq = iq ? jit_tmp(k, td_reshape(iq, 2, (int64_t[]){ Tq, 1 })) : NULL;
+    s = op3a(k, RT_OP_WHERE, op2(k, RT_OP_LT, iq, jk), num(k, -INFINITY), s, NULL);
+  }
+  td_attrs sm = { .ndims = -1, .dtype = -1, .i = { n - 1 } };
+  return op1a(k, RT_OP_SOFTMAX, s, &sm);
+}
+
+/* The fused backward (sdpa_backward: dq, dk, dv in one flat tensor, viewed
+** apart). While a graph of the gradient is recorded (create_graph), the same
+** formula from differentiable ops, p recomputed:
+**   dv = p^T g;  dp = g v^T;  ds = scale p (dp - rowsum(p dp));  dq = ds k;  dk = ds^T q */
+static td_tensor *attn_part(JitCtx *k, td_tensor *all, int64_t off, const td_tensor *like)
+{
+  td_attrs sl = { .ndims = -1, .dtype = -1, .i = { 0, off, off + like->nelem, 1 } };
+  td_tensor *x = op1a(k, RT_OP_SLICE, all, &sl);
+  return x ? jit_tmp(k, td_reshape(x, like->ndim, like->sizes)) : NULL;
+}
+RULE(sdpa, S0 | S1 | S2, {
+  td_tensor *q = IN(0), *kk = IN(1), *v = IN(2), *g = G;
+  if (!q || !kk || !v || !g) return TD_ERR_GRAD;
+  if (!td_grad_enabled()) {
+    td_tensor *in[4] = { q, kk, v, g };
+    td_tensor *all = jit_tmp(k, td_op(RT_OP_SDPA_BACKWARD, 4, in, &k->n->attrs));
+    if (!all) return TD_ERR_GRAD;
+    int rc = needs(k, 0) ? set(k, 0, attn_part(k, all, 0, q)) : 0;
+    rc |= needs(k, 1) ? set(k, 1, attn_part(k, all, q->nelem, kk)) : 0;
+    return rc | (needs(k, 2) ? set(k, 2, attn_part(k, all, q->nelem + kk->nelem, v)) : 0);
+  }
+  td_tensor *p = attn_probs(k, q, kk);
+  td_tensor *dp = op2(k, RT_OP_MATMUL, g, mT(k, v));
+  td_attrs rs = { .ndims = 1, .keepdim = 1, .dtype = -1, .dims = { p ? p->ndim - 1 : 0 } };
+  td_tensor *ds = MULN(MUL(p, SUB(dp, op1a(k, RT_OP_SUM, MUL(p, dp), &rs))), k->n->attrs.s[0]);
+  int rc = needs(k, 0) ? set(k, 0, op2(k, RT_OP_MATMUL, ds, kk)) : 0;
+  rc |= needs(k, 1) ? set(k, 1, op2(k, RT_OP_MATMUL, mT(k, ds), q)) : 0;
+  return rc | (needs(k, 2) ? set(k, 2, op2(k, RT_OP_MATMUL, mT(k, p), g)) : 0);
+})
+
 /* -- Movement ----------------------------------------------------------------------------------- */
 
 RULE(view, 0, { JitEdge *e = &k->n->edge[0]; return set(k, 0, G ? jit_tmp(k, td_reshape(G, e->ndim, e->sizes)) : NULL); })

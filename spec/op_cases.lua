@@ -7,6 +7,7 @@
 local tide = require "tide"
 local H = require "helper"
 local tensor = require "tide.tensor"
+local sdpa = tide.nn.functional.scaled_dot_product_attention
 
 -- -- Inputs -----------------------------------------------------------------------------------
 -- Every generator returns a fresh contiguous float64 leaf that requires grad
@@ -110,6 +111,14 @@ local NODIFF = {
   logical_not = function(x) return tide.logical_not(x) end,
   argmax = function(x) return x:argmax(2) end,
   argmin = function(x) return x:argmin() end,
+  -- the fused backward runs when no graph of the gradient is recorded: dq, dk, dv of
+  -- attention over x's rows (on a device: the composite formula's gradients)
+  sdpa_backward = function(x)
+    local q, k, v = x:view(1, 3, 5), (x * 0.5):view(1, 3, 5), (x + 1):view(1, 3, 5)
+    q, k, v = q:detach():requires_grad_(), k:detach():requires_grad_(), v:detach():requires_grad_()
+    local g = tide.autograd.grad({ sdpa(q, k, v, { is_causal = true }):sum() }, { q, k, v })
+    return tide.cat({ g[1]:view(-1), g[2]:view(-1), g[3]:view(-1) }, 1)
+  end,
 }
 
 -- -- Differentiable ops -------------------------------------------------------------------------
@@ -287,6 +296,15 @@ local CASES = {
     { "dim 2, transposed piece", function(a, b) return tide.cat({ a, b:t() }, 2) end,
       function() return { any { 3, 2 }, any { 5, 3 } } end },
     { "stack", function(a, b) return tide.stack({ a, b }, 2) end, function() return { any { 7 }, any { 7 } } end },
+  },
+  sdpa = {
+    { "causal, batch (2,3), 7 queries and keys", function(q, k, v) return sdpa(q, k, v, { is_causal = true }) end,
+      function() return { any { 2, 3, 7, 5 }, any { 2, 3, 7, 5 }, any { 2, 3, 7, 4 } } end },
+    { "3 queries against 17 keys, scale 0.3", function(q, k, v) return sdpa(q, k, v, { scale = 0.3 }) end,
+      function() return { any { 3, 5 }, any { 17, 5 }, any { 17, 2 } } end },
+    { "causal, more keys than queries, transposed key", function(q, k, v)
+        return sdpa(q, k:transpose(2, 3), v, { is_causal = true })
+      end, function() return { any { 1, 4, 6 }, any { 1, 6, 9 }, any { 1, 9, 3 } } end },
   },
 }
 

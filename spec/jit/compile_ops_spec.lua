@@ -543,6 +543,24 @@ local CASES = {
     { "stride 2, padding 1", function(c) return tide.col2im(c, { 5, 5 }, 3, { stride = 2, padding = 1 }) end,
       function() return { any { 1, 9, 9 } } end },
   },
+  -- the compiled backward of sdpa records sdpa_backward (one fused kernel)
+  sdpa = {
+    { "causal (2,4,33,16), the GPT's layout", function(q, k, v) return F.scaled_dot_product_attention(q, k, v, { is_causal = true }) end,
+      function() return { any { 2, 4, 33, 16 }, any { 2, 4, 33, 16 }, any { 2, 4, 33, 16 } } end },
+    { "heads taken by transposes, then a chain", function(q, k, v)
+        local function h(t) return t:view(2, 7, 3, 4):transpose(2, 3) end
+        return F.scaled_dot_product_attention(h(q), h(k), h(v), { is_causal = true }):transpose(2, 3):reshape(2, 7, 12) * 2
+      end, function() return { any { 2, 7, 12 }, any { 2, 7, 12 }, any { 2, 7, 12 } } end },
+    { "5 queries against 1023 keys", function(q, k, v) return F.scaled_dot_product_attention(q, k, v) end,
+      function() return { any { 5, 8 }, any { 1023, 8 }, any { 1023, 3 } } end },
+  },
+  sdpa_backward = {
+    { "the gradients of a causal attention", function(q, k, v)
+        local y = F.scaled_dot_product_attention(q, k, v, { is_causal = true })
+        local g = tide.autograd.grad({ (y * y):sum() }, { q, k, v })
+        return tide.cat({ g[1]:view(-1), g[2]:view(-1), g[3]:view(-1) }, 1)
+      end, function() return { any { 3, 9, 4 }, any { 3, 9, 4 }, any { 3, 9, 5 } } end },
+  },
 }
 
 -- -- The walk -----------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ local GRADGRAD = {
   -- two zeros in one group: the first derivative is exact, the second is not
   -- (it would need exclusive cumulative products)
   prod = { skip = { "with zeros, dim 2" } }, var = {}, std = {}, logsumexp = {}, norm = { skip = { "p=1, dim 2", "p=inf, dim 1" } },
-  softmax = {}, log_softmax = {}, matmul = {},
+  softmax = {}, log_softmax = {}, matmul = {}, sdpa = {},
 }
 
 local function gradgrad(fn, inputs, opts)

@@ -103,6 +103,93 @@ describe("nn.functional", function()
   end)
 end)
 
+-- attention by its definition, in Lua loops: softmax(q k^T * scale + mask) v
+local function attn_ref(q, k, v, o)
+  o = o or {}
+  local L, E, S, Ev = q:size(-2), q:size(-1), k:size(-2), v:size(-1)
+  local B = q:numel() / (L * E)
+  local qt, kt, vt = q:reshape(B, L, E):totable(), k:reshape(B, S, E):totable(), v:reshape(B, S, Ev):totable()
+  local mask = o.attn_mask and o.attn_mask:totable()
+  local scale = o.scale or 1 / math.sqrt(E)
+  local out = {}
+  for b = 1, B do
+    out[b] = {}
+    for i = 1, L do
+      local s, m = {}, -math.huge
+      for j = 1, S do
+        local x = 0
+        for d = 1, E do x = x + qt[b][i][d] * kt[b][j][d] end
+        x = x * scale
+        if o.is_causal and j > i then x = -math.huge end
+        if mask then
+          if type(mask[i][j]) == "boolean" then if not mask[i][j] then x = -math.huge end else x = x + mask[i][j] end
+        end
+        s[j] = x; m = math.max(m, x)
+      end
+      local l = 0
+      for j = 1, S do s[j] = math.exp(s[j] - m); l = l + s[j] end
+      out[b][i] = {}
+      for c = 1, Ev do
+        local y = 0
+        for j = 1, S do y = y + s[j] * vt[b][j][c] end
+        out[b][i][c] = y / l
+      end
+    end
+  end
+  local shape = q:size()
+  shape[#shape] = Ev
+  return tide.tensor(out, f64):view(shape)
+end
+
+describe("nn.functional.scaled_dot_product_attention", function()
+  it("equals its definition: causal, full, scaled, fused and composed paths", function()
+    local function r(...) return tide.randn({ ... }, f64) end
+    local q, k, v = r(2, 3, 6, 4), r(2, 3, 6, 4), r(2, 3, 6, 5)
+    H.close(F.scaled_dot_product_attention(q, k, v), attn_ref(q, k, v), 1e-12, "full")
+    H.close(F.scaled_dot_product_attention(q, k, v, { is_causal = true }), attn_ref(q, k, v, { is_causal = true }), 1e-12, "causal")
+    H.close(F.scaled_dot_product_attention(q, k, v, { scale = 0.7 }), attn_ref(q, k, v, { scale = 0.7 }), 1e-12, "scale")
+    -- more keys than queries (causal: query i sees keys 1..i), and float32
+    local q2, k2, v2 = r(5, 3), r(9, 3), r(9, 2)
+    H.close(F.scaled_dot_product_attention(q2, k2, v2, { is_causal = true }), attn_ref(q2, k2, v2, { is_causal = true }), 1e-12)
+    H.close(F.scaled_dot_product_attention(q2:float(), k2:float(), v2:float(), { is_causal = true }):double(),
+      attn_ref(q2, k2, v2, { is_causal = true }), 1e-5, "float32")
+    -- broadcast batch dims and masks take the composed path
+    local q3 = r(6, 4)
+    H.close(F.scaled_dot_product_attention(q3, k, v), attn_ref(q3:expand(2, 3, 6, 4), k, v), 1e-12, "broadcast")
+    local bm = tide.rand(6, 6):gt(0.3):logical_or(tide.eye(6):bool())
+    H.close(F.scaled_dot_product_attention(q, k, v, { attn_mask = bm }), attn_ref(q, k, v, { attn_mask = bm }), 1e-12, "bool mask")
+    local fm = r(6, 6)
+    H.close(F.scaled_dot_product_attention(q, k, v, { attn_mask = fm }), attn_ref(q, k, v, { attn_mask = fm }), 1e-12, "float mask")
+  end)
+
+  it("the fused op's gradients equal the composed formula's, and double backward works", function()
+    local q, k, v = H.rand64 { 2, 7, 4 }, H.rand64 { 2, 7, 4 }, H.rand64 { 2, 7, 3 }
+    local w = tide.randn({ 2, 7, 3 }, f64)
+    local fused = F.scaled_dot_product_attention(q, k, v, { is_causal = true })
+    local mask = tide.arange(7):view(7, 1):lt(tide.arange(7):view(1, 7))
+    local comp = (q:matmul(k:transpose(2, 3)) * 0.5):masked_fill(mask, -math.huge):softmax(-1):matmul(v)
+    local gf = tide.autograd.grad({ (fused * w):sum() }, { q, k, v }, { create_graph = true })
+    local gc = tide.autograd.grad({ (comp * w):sum() }, { q, k, v }, { create_graph = true })
+    for i = 1, 3 do H.close(gf[i], gc[i]:detach(), 1e-12, "grad " .. i) end
+    local hf = tide.autograd.grad({ (gf[1] * gf[2]):sum() + (gf[3] ^ 2):sum() }, { k })[1]
+    local hc = tide.autograd.grad({ (gc[1] * gc[2]):sum() + (gc[3] ^ 2):sum() }, { k })[1]
+    H.close(hf, hc, 1e-12, "second order")
+  end)
+
+  it("names the shapes and options it rejects", function()
+    local q, k, v = tide.randn(2, 5, 4), tide.randn(2, 6, 4), tide.randn(2, 6, 3)
+    H.raises(function() F.scaled_dot_product_attention(q, tide.randn(2, 6, 3), v) end,
+      "scaled_dot_product_attention", "[2,5,4]", "[2,6,3]", "embedding sizes")
+    H.raises(function() F.scaled_dot_product_attention(q, k, tide.randn(2, 5, 3)) end, "different lengths", "[2,6,4]", "[2,5,3]")
+    H.raises(function() F.scaled_dot_product_attention(q, k, v, { causal = true }) end, "unknown option 'causal'")
+    H.raises(function() F.scaled_dot_product_attention(q, k, v, { is_causal = true, attn_mask = tide.ones(5, 6):bool() }) end,
+      "is_causal and attn_mask")
+    H.raises(function() F.scaled_dot_product_attention(tide.randn(4), k, v) end, "at least 2 dims", "[4]")
+    H.raises(function() F.scaled_dot_product_attention(q, tide.randn(2, 0, 4), tide.randn(2, 0, 3)) end, "no positions")
+    H.raises(function() F.scaled_dot_product_attention(q:long(), k:long(), v:long()) end, "float")
+  end)
+end)
+
 describe("nn layers", function()
   local function set(t, v) tide.no_grad(function() t:copy_(t64(v)) end) end
 

@@ -172,6 +172,57 @@ end
 function F.softmax(x, dim) return targ(x, 1, "softmax"):softmax(dim) end
 function F.log_softmax(x, dim) return targ(x, 1, "log_softmax"):log_softmax(dim) end
 
+-- -- Attention ----------------------------------------------------------------------------------
+
+-- scaled_dot_product_attention(q (..., L, E), k (..., S, E), v (..., S, Ev), opts) -> (..., L, Ev)
+-- = softmax(q k^T * scale + mask) v, PyTorch 2's function: opts.is_causal masks the
+-- keys after each query (query i sees keys 1..i), opts.attn_mask is a bool mask
+-- (true = takes part) or a float mask added to the scores, opts.scale defaults to
+-- 1/sqrt(E), opts.dropout_p drops probabilities (training only: pass 0 in eval).
+-- On the CPU, without attn_mask or dropout and with equal batch dims, it is one
+-- fused op (rt_attn.c: no (L, S) scores are stored, the causal half is skipped,
+-- one kernel for the backward); otherwise the same formula from matmul and softmax.
+local sdpa_opts = { attn_mask = true, is_causal = true, scale = true, dropout_p = true }
+function F.scaled_dot_product_attention(q, k, v, opts)
+  local fname = "scaled_dot_product_attention"
+  targ(q, 1, fname); targ(k, 2, fname); targ(v, 3, fname)
+  opts = opts or {}
+  if type(opts) ~= "table" then argerr(4, fname, "table of options or nil", opts) end
+  for key in pairs(opts) do
+    if not sdpa_opts[key] then raise(("%s: unknown option '%s'"):format(fname, tostring(key))) end
+  end
+  local mask, causal, p = opts.attn_mask, opts.is_causal and true or false, opts.dropout_p or 0
+  optarg(mask, 4, fname)
+  if causal and mask ~= nil then raise(fname .. ": is_causal and attn_mask cannot both be given") end
+  if q.ndim < 2 or k.ndim < 2 or v.ndim < 2 then
+    raise(("%s: query, key and value need at least 2 dims (..., L, E), got %s, %s and %s"):format(
+      fname, shape_str(q), shape_str(k), shape_str(v)))
+  end
+  local scale = opts.scale or 1 / math.sqrt(q:size(-1))
+  if type(scale) ~= "number" then argerr(4, fname, "number for scale", scale) end
+  local same_batch = q.ndim == k.ndim and q.ndim == v.ndim
+  for d = 1, q.ndim - 2 do
+    same_batch = same_batch and k:size(d) == q:size(d) and v:size(d) == q:size(d)
+  end
+  if same_batch and mask == nil and p == 0 and q.device_type == 0 and k.device_type == 0 and v.device_type == 0 then
+    local at = tensor.attrs()
+    at.i[0] = causal and 1 or 0
+    at.s[0] = scale
+    return tensor.opn(core.OP.sdpa, { q, k, v }, at)
+  end
+  local s = q:matmul(k:transpose(-2, -1)) * scale
+  if causal then
+    local L, S = q:size(-2), k:size(-2)
+    local on = { device = q.device }
+    s = s:masked_fill(tide.arange(L, on):view(L, 1):lt(tide.arange(S, on):view(1, S)), -math.huge)
+  elseif mask ~= nil then
+    s = mask.dtype == tide.bool and s:masked_fill(mask:logical_not(), -math.huge) or s + mask
+  end
+  local a = s:softmax(-1)
+  if p > 0 then a = F.dropout(a, p) end
+  return a:matmul(v)
+end
+
 -- -- Losses, convolution -------------------------------------------------------------------------------------
 
 -- losses (tide.nn.losses) and convolution/pooling/batch_norm (tide.nn.conv)

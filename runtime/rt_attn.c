@@ -1,0 +1,355 @@
+/*
+** rt_attn.c -- scaled dot-product attention as one op (the op table's ATTN rows):
+**   sdpa(q, k, v) = softmax(scale q k^T [+ causal mask]) v
+** q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) with equal batch dims;
+** attrs.i[0] = causal (query i sees keys j <= i: PyTorch's is_causal, the
+** top-left triangle), attrs.s[0] = scale.
+**
+** The CPU kernels never store the (Tq, Tk) scores. One work item is one batch
+** entry: its K^T (and V^T) are packed once, then a query row's scores,
+** probabilities and output stay in L1. With the causal mask the keys after i
+** are skipped: half the products. The backward recomputes the probabilities
+** from q and k (FlashAttention's trade: one more q k^T instead of a saved
+** (Tq, Tk) tensor per batch entry) and returns dq, dk and dv packed into one
+** flat tensor. Each batch entry is computed by one thread in a fixed order,
+** so results do not depend on the thread count. Other devices: the Lua layer
+** composes the same formula from matmul and softmax (nn/functional.lua).
+*/
+#include "rt.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* libm without errno side effects: GCC vectorizes the calls through libmvec */
+#define ATT_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
+ATT_SIMD float expf(float); ATT_SIMD double exp(double);
+
+
+/* -- Meta ------------------------------------------------------------------------------------- */
+
+/* q, k, v: ranks, batch dims and the inner sizes must agree */
+static int attn_check(const td_tensor *q, const td_tensor *k, const td_tensor *v)
+{
+  const char *op = "scaled_dot_product_attention";
+  if (q->ndim < 2 || k->ndim != q->ndim || v->ndim != q->ndim)
+    return rt_err(TD_ERR_SHAPE, "%s: query, key and value need the same rank >= 2 (..., L, E), got %s, %s and %s",
+                  op, RT_SHAPE(q), RT_SHAPE(k), RT_SHAPE(v));
+  int n = q->ndim;
+  for (int d = 0; d < n - 2; d++)
+    if (k->sizes[d] != q->sizes[d] || v->sizes[d] != q->sizes[d])
+      return rt_err(TD_ERR_SHAPE, "%s: batch dims of query %s, key %s and value %s differ (dim %d)", op,
+                    RT_SHAPE(q), RT_SHAPE(k), RT_SHAPE(v), d + 1);
+  if (k->sizes[n - 1] != q->sizes[n - 1])
+    return rt_err(TD_ERR_SHAPE, "%s: query %s and key %s have different embedding sizes (%lld and %lld)", op,
+                  RT_SHAPE(q), RT_SHAPE(k), (long long)q->sizes[n - 1], (long long)k->sizes[n - 1]);
+  if (v->sizes[n - 2] != k->sizes[n - 2])
+    return rt_err(TD_ERR_SHAPE, "%s: key %s and value %s have different lengths (%lld and %lld)", op,
+                  RT_SHAPE(k), RT_SHAPE(v), (long long)k->sizes[n - 2], (long long)v->sizes[n - 2]);
+  if (k->sizes[n - 2] == 0 && q->sizes[n - 2] > 0)
+    return rt_err(TD_ERR_SHAPE, "%s: key %s has no positions to attend to", op, RT_SHAPE(k));
+  return 0;
+}
+
+int rt_meta_sdpa(RtCall *c)
+{
+  const td_tensor *q = c->in[0], *v = c->in[2];
+  if (attn_check(q, c->in[1], v)) return TD_ERR_SHAPE;
+  c->ndim = q->ndim;
+  memcpy(c->sizes, q->sizes, sizeof c->sizes);
+  c->sizes[q->ndim - 1] = v->sizes[v->ndim - 1];
+  return 0;
+}
+
+/* (q, k, v, g) -> flat [dq, dk, dv]; g has the forward result's shape */
+int rt_meta_sdpa_backward(RtCall *c)
+{
+  const td_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2], *g = c->in[3];
+  if (attn_check(q, k, v)) return TD_ERR_SHAPE;
+  int n = q->ndim;
+  bool ok = g->ndim == n && g->sizes[n - 1] == v->sizes[n - 1];
+  for (int d = 0; ok && d < n - 1; d++) ok = g->sizes[d] == q->sizes[d];
+  if (!ok)
+    return rt_err(TD_ERR_SHAPE, "scaled_dot_product_attention backward: gradient %s does not match the result of "
+                  "query %s and value %s", RT_SHAPE(g), RT_SHAPE(q), RT_SHAPE(v));
+  c->ndim = 1;
+  c->sizes[0] = q->nelem + k->nelem + v->nelem;
+  return 0;
+}
+
+/* -- Kernels ---------------------------------------------------------------------------------- */
+
+/* q, k, v, g are read where they are (any batch and row strides, unit stride
+** along the embedding: the heads of a (B, T, h, hd) tensor transposed to
+** (B, h, T, hd) need no copy); the results are contiguous. */
+typedef struct {
+  const char *in[4];             /* q, k, v, g, of the compute dtype */
+  int64_t row[4];                /* their row strides (elements) */
+  int64_t bst[4][TD_MAX_DIMS];   /* their batch-dim strides */
+  int64_t bsz[TD_MAX_DIMS];      /* the batch dims */
+  int nbd;
+  char *o;                       /* forward: the result; backward: [dq, dk, dv] */
+  int64_t Tq, Tk, D, Dv, nq, nk; /* nq, nk: elements of q and k (where dk and dv start) */
+  int causal;
+  double scale;
+  int failed;                    /* a work item could not allocate its scratch */
+} AttnJob;
+
+/* element offset of batch entry b in input x */
+static int64_t att_off(const AttnJob *a, int x, int64_t b)
+{
+  int64_t off = 0;
+  for (int d = a->nbd - 1; d >= 0; d--) { off += (b % a->bsz[d]) * a->bst[x][d]; b /= a->bsz[d]; }
+  return off;
+}
+
+/* The kernels take ATT_Q query rows at a time and keys in blocks of ATT_W
+** lanes, with fixed-width inner loops: each (query, block) accumulator is one
+** or two vector registers, and the ATT_Q independent accumulator chains hide
+** the FMA latency (one query at a time ran ~4x slower, latency-bound). They
+** read copies of one batch entry's k and v padded with zeros to whole blocks:
+** kt (D, Tkp) and vt (Dv, Tkp) transposed for the scores q.k_j and g.v_j, kp
+** (Tk, Dp) and vp (Tk, Dvp) by rows for the weighted sums of rows. Under the
+** causal mask a group computes up to its last row's keys; each row's later
+** keys get probability 0. */
+#define ATT_W 16
+#define ATT_Q 4                  /* rank_ below is written out for 4 rows */
+static int64_t att_up(int64_t n) { return (n + ATT_W - 1) / ATT_W * ATT_W; }
+
+/* exp of a block of x <= 0 (a score minus its row's max; -inf gives 0).
+** float: inline, the generated kernels' polynomial (cg_vmath.h: Cody-Waite
+** reduction by ln 2, degree-5 polynomial, 2^n in the exponent bits; ~1 ulp),
+** flushed to 0 below -87 where 2^n leaves the normal range. double: libmvec. */
+typedef float VF16 __attribute__((vector_size(64)));
+typedef int32_t VI16 __attribute__((vector_size(64)));
+typedef double VD16 __attribute__((vector_size(128)));
+static inline VF16 vexp_f32(VF16 x)
+{
+  VI16 under = x < -87.0f;
+  VF16 z = x * 1.44269502f + 12582912.0f, n = z - 12582912.0f;
+  VF16 r = x - n * 0.693145752f - n * 1.42860677e-06f;
+  VF16 p = ((((1.98527618e-4f * r + 1.39304355e-3f) * r + 8.33336078e-3f) * r + 4.16664854e-2f) * r + 0.166666672f) * r + 0.5f;
+  VF16 e = r * r * p + r + 1.0f;
+  VI16 bits = (VI16)e + ((VI16)z << 23);
+  return (VF16)(bits & ~under);
+}
+static inline VD16 vexp_f64(VD16 x)
+{
+  VD16 y;
+  for (int t = 0; t < 16; t++) y[t] = exp(x[t]);
+  return y;
+}
+
+#define DEF_ATT(sfx, T, TI, EXPV) \
+  typedef T V_##sfx __attribute__((vector_size(ATT_W * sizeof(T))));                    /* a block */ \
+  typedef TI VI_##sfx __attribute__((vector_size(ATT_W * sizeof(T))));                  /* its lane masks */ \
+  typedef T VU_##sfx __attribute__((vector_size(ATT_W * sizeof(T)), aligned(sizeof(T)))); /* one at any address */ \
+  /* s[r, 0 .. nb W) = x[r] . mt[:, j] for the ATT_Q rows x[r] (stride xs) and key blocks [0, nb) */ \
+  static void dots_##sfx(const T *restrict x, int64_t xs, const T *restrict mt, int64_t D, int64_t Tkp, int64_t nb, \
+                         T *restrict s) { \
+    int64_t jb = 0; \
+    for (; jb + 2 <= nb; jb += 2) { \
+      V_##sfx a[ATT_Q][2] = { { { 0 } } }; \
+      for (int64_t d = 0; d < D; d++) { \
+        V_##sfx r0 = *(const VU_##sfx *)(mt + d * Tkp + jb * ATT_W), r1 = *(const VU_##sfx *)(mt + d * Tkp + (jb + 1) * ATT_W); \
+        for (int q = 0; q < ATT_Q; q++) { T xd = x[q * xs + d]; a[q][0] += xd * r0; a[q][1] += xd * r1; } } \
+      for (int q = 0; q < ATT_Q; q++) { \
+        *(VU_##sfx *)(s + q * Tkp + jb * ATT_W) = a[q][0]; *(VU_##sfx *)(s + q * Tkp + (jb + 1) * ATT_W) = a[q][1]; } } \
+    if (jb < nb) { \
+      V_##sfx a[ATT_Q] = { { 0 } }; \
+      for (int64_t d = 0; d < D; d++) { \
+        V_##sfx r0 = *(const VU_##sfx *)(mt + d * Tkp + jb * ATT_W); \
+        for (int q = 0; q < ATT_Q; q++) a[q] += x[q * xs + d] * r0; } \
+      for (int q = 0; q < ATT_Q; q++) *(VU_##sfx *)(s + q * Tkp + jb * ATT_W) = a[q]; } } \
+  /* out[r, 0 .. Dp) = sum_{j < n} w[r, j] m[j, :] for the ATT_Q rows of w (stride Tkp), m (n, Dp) rows of stride ms */ \
+  static void wsum_##sfx(const T *restrict w, int64_t Tkp, const T *restrict m, int64_t ms, int64_t n, int64_t Dp, \
+                         T *restrict out) { \
+    for (int64_t cb = 0; cb < Dp; cb += ATT_W) { \
+      V_##sfx a[ATT_Q] = { { 0 } }; \
+      for (int64_t j = 0; j < n; j++) { \
+        V_##sfx r = *(const VU_##sfx *)(m + j * ms + cb); \
+        for (int q = 0; q < ATT_Q; q++) a[q] += w[q * Tkp + j] * r; } \
+      for (int q = 0; q < ATT_Q; q++) *(VU_##sfx *)(out + q * Dp + cb) = a[q]; } } \
+  /* m[j, :] += sum_r w[r, j] u[r, :] for j < n: the updates of dk and dv (u rows of stride Dp); \
+  ** by column blocks, so that the four u blocks stay in registers over j */ \
+  static void rank_##sfx(const T *restrict w, int64_t Tkp, const T *restrict u, int64_t n, int64_t Dp, T *restrict m, \
+                         int64_t ms) { \
+    for (int64_t cb = 0; cb < Dp; cb += ATT_W) { \
+      V_##sfx u0 = *(const VU_##sfx *)(u + cb), u1 = *(const VU_##sfx *)(u + Dp + cb); \
+      V_##sfx u2 = *(const VU_##sfx *)(u + 2 * Dp + cb), u3 = *(const VU_##sfx *)(u + 3 * Dp + cb); \
+      for (int64_t j = 0; j < n; j++) { \
+        VU_##sfx *r = (VU_##sfx *)(m + j * ms + cb); \
+        *r += w[j] * u0 + w[Tkp + j] * u1 + w[2 * Tkp + j] * u2 + w[3 * Tkp + j] * u3; } } } \
+  /* row p (normalized in place by inv) and row dp: dp = sc p (dp - sum_j p dp), over whole blocks \
+  ** (p is 0 past the row's keys) */ \
+  static void dsoft_##sfx(T *restrict p, T *restrict dp, int64_t nb, T inv, T sc) { \
+    V_##sfx acc = { 0 }; \
+    for (int64_t jb = 0; jb < nb; jb++) { \
+      VU_##sfx *pv = (VU_##sfx *)(p + jb * ATT_W); V_##sfx x = *pv * inv; *pv = x; \
+      acc += x * *(const VU_##sfx *)(dp + jb * ATT_W); } \
+    T di = 0; \
+    for (int t = 0; t < ATT_W; t++) di += acc[t]; \
+    for (int64_t jb = 0; jb < nb; jb++) { \
+      VU_##sfx *dv = (VU_##sfx *)(dp + jb * ATT_W); \
+      *dv = sc * *(const VU_##sfx *)(p + jb * ATT_W) * (*dv - di); } } \
+  /* row s[0 .. nb W): p[j] = exp(s[j] - max) for j < n, 0 after; returns 1 / sum p. Only the last \
+  ** block can be partial: its lanes past n are masked by lane index (exp flushes -inf to 0) */ \
+  static T softmax_##sfx(T *restrict s, int64_t n, int64_t nb) { \
+    if (n == 0) { memset(s, 0, sizeof(T) * (size_t)(nb * ATT_W)); return 0; }   /* a missing row of a group */ \
+    VI_##sfx lane, idx; \
+    for (int t = 0; t < ATT_W; t++) lane[t] = t; \
+    VU_##sfx *last = (VU_##sfx *)(s + (nb - 1) * ATT_W); \
+    VI_##sfx out = lane >= (TI)(n - (nb - 1) * ATT_W); \
+    V_##sfx ninf = { 0 }; ninf -= (T)INFINITY; \
+    *last = (V_##sfx)(((VI_##sfx)*last & ~out) | ((VI_##sfx)ninf & out)); \
+    V_##sfx m = *(const VU_##sfx *)s; \
+    for (int64_t jb = 1; jb < nb; jb++) { \
+      V_##sfx x = *(const VU_##sfx *)(s + jb * ATT_W); \
+      VI_##sfx k = x > m; m = (V_##sfx)(((VI_##sfx)x & k) | ((VI_##sfx)m & ~k)); } \
+    for (int w = ATT_W / 2; w >= 1; w /= 2) {   /* lane max by halves: m[0] = max of all */ \
+      idx = (lane + w) % ATT_W; \
+      V_##sfx x = __builtin_shuffle(m, idx); VI_##sfx k = x > m; m = (V_##sfx)(((VI_##sfx)x & k) | ((VI_##sfx)m & ~k)); } \
+    T mx = m[0]; \
+    V_##sfx sum = { 0 }; \
+    for (int64_t jb = 0; jb < nb; jb++) { \
+      VU_##sfx *x = (VU_##sfx *)(s + jb * ATT_W); \
+      V_##sfx e = EXPV(*x - mx); *x = e; sum += e; } \
+    for (int w = ATT_W / 2; w >= 1; w /= 2) {   /* lane sum by halves (the lanes are <= 1 each) */ \
+      idx = (lane + w) % ATT_W; sum += __builtin_shuffle(sum, idx); } \
+    return (T)1 / sum[0]; } \
+  /* x (n, D), row stride xs, into xt (D, np) transposed or into xp (n, Dp) by rows, zero padded */ \
+  static void pack_t_##sfx(const T *restrict x, int64_t xs, T *restrict xt, int64_t n, int64_t D, int64_t np) { \
+    for (int64_t d = 0; d < D; d++) { \
+      T *r = xt + d * np; \
+      for (int64_t j = 0; j < n; j++) r[j] = x[j * xs + d]; \
+      for (int64_t j = n; j < np; j++) r[j] = 0; } } \
+  static void pack_r_##sfx(const T *x, int64_t xs, T *xp, int64_t n, int64_t D, int64_t Dp) { \
+    for (int64_t j = 0; j < n; j++) for (int64_t d = 0; d < Dp; d++) xp[j * Dp + d] = d < D ? x[j * xs + d] : 0; } \
+  /* the query group [i0, i0 + nr) (nr <= ATT_Q; missing rows are zeros): each row's key count n[r] */ \
+  static int64_t group_##sfx(const AttnJob *a, int64_t i0, int64_t nr, int64_t *n) { \
+    int64_t mx = 0; \
+    for (int r = 0; r < ATT_Q; r++) { \
+      n[r] = r >= nr ? 0 : a->causal && i0 + r + 1 < a->Tk ? i0 + r + 1 : a->Tk; \
+      mx = n[r] > mx ? n[r] : mx; } \
+    return mx; }
+
+/* forward of batch entries [b0, b1): o_i = sum_j p_ij v_j / sum_j p_ij */
+#define DEF_FWD(sfx, T) \
+  static void fwd_##sfx(void *ctx, int64_t b0, int64_t b1) { \
+    const AttnJob *a = ctx; \
+    int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, Dv = a->Dv, Tkp = att_up(Tk), Dvp = att_up(Dv); \
+    T *kt = malloc(sizeof(T) * (size_t)(D * Tkp + Tk * Dvp + ATT_Q * (Tkp + D + Dvp))); \
+    if (!kt) { __atomic_store_n(&((AttnJob *)ctx)->failed, 1, __ATOMIC_RELAXED); return; } \
+    T *vp = kt + D * Tkp, *s = vp + Tk * Dvp, *qs = s + ATT_Q * Tkp, *og = qs + ATT_Q * D; \
+    for (int64_t b = b0; b < b1; b++) { \
+      const T *q = (const T *)a->in[0] + att_off(a, 0, b); \
+      int64_t qr = a->row[0]; \
+      T *o = (T *)a->o + b * Tq * Dv; \
+      pack_t_##sfx((const T *)a->in[1] + att_off(a, 1, b), a->row[1], kt, Tk, D, Tkp); \
+      const T *vr = (const T *)a->in[2] + att_off(a, 2, b); \
+      int64_t vs = a->row[2]; \
+      if (Dv != Dvp) { pack_r_##sfx(vr, vs, vp, Tk, Dv, Dvp); vr = vp; vs = Dvp; }   /* else read in place */ \
+      for (int64_t i0 = 0; i0 < Tq; i0 += ATT_Q) { \
+        int64_t nr = Tq - i0 < ATT_Q ? Tq - i0 : ATT_Q, n[ATT_Q], mx = group_##sfx(a, i0, nr, n), nb = (mx + ATT_W - 1) / ATT_W; \
+        T inv[ATT_Q]; \
+        if (nr < ATT_Q) memset(qs, 0, sizeof(T) * ATT_Q * (size_t)D); \
+        for (int64_t r = 0; r < nr; r++) for (int64_t d = 0; d < D; d++) qs[r * D + d] = q[(i0 + r) * qr + d] * (T)a->scale; \
+        dots_##sfx(qs, D, kt, D, Tkp, nb, s); \
+        for (int r = 0; r < ATT_Q; r++) inv[r] = softmax_##sfx(s + r * Tkp, n[r], nb); \
+        wsum_##sfx(s, Tkp, vr, vs, mx, Dvp, og); \
+        for (int64_t r = 0; r < nr; r++) for (int64_t c = 0; c < Dv; c++) o[(i0 + r) * Dv + c] = og[r * Dvp + c] * inv[r]; } } \
+    free(kt); }
+
+/* backward of batch entries [b0, b1), per query row i (p recomputed, normalized):
+**   dv_j += p_j g_i;  dp_j = g_i . v_j;  ds_j = scale p_j (dp_j - sum_j p_j dp_j)
+**   dq_i = sum_j ds_j k_j;  dk_j += ds_j q_i */
+#define DEF_BWD(sfx, T) \
+  static void bwd_##sfx(void *ctx, int64_t b0, int64_t b1) { \
+    const AttnJob *a = ctx; \
+    int64_t Tq = a->Tq, Tk = a->Tk, D = a->D, Dv = a->Dv, Tkp = att_up(Tk), Dp = att_up(D), Dvp = att_up(Dv); \
+    T *kt = malloc(sizeof(T) * (size_t)(D * Tkp + Dv * Tkp + 2 * Tk * Dp + Tk * Dvp + ATT_Q * (2 * Tkp + D + 2 * Dp + Dvp))); \
+    if (!kt) { __atomic_store_n(&((AttnJob *)ctx)->failed, 1, __ATOMIC_RELAXED); return; } \
+    T *vt = kt + D * Tkp, *kp = vt + Dv * Tkp, *dkp = kp + Tk * Dp, *dvp = dkp + Tk * Dp, *s = dvp + Tk * Dvp; \
+    T *dp = s + ATT_Q * Tkp, *qs = dp + ATT_Q * Tkp, *qp = qs + ATT_Q * D, *dqg = qp + ATT_Q * Dp, *gp = dqg + ATT_Q * Dp; \
+    T sc = (T)a->scale; \
+    for (int64_t b = b0; b < b1; b++) { \
+      const T *q = (const T *)a->in[0] + att_off(a, 0, b), *k = (const T *)a->in[1] + att_off(a, 1, b); \
+      const T *v = (const T *)a->in[2] + att_off(a, 2, b), *g = (const T *)a->in[3] + att_off(a, 3, b); \
+      int64_t qr = a->row[0], kr = a->row[1], vr = a->row[2], gr = a->row[3]; \
+      T *dq = (T *)a->o + b * Tq * D, *dk = (T *)a->o + a->nq + b * Tk * D, *dv = (T *)a->o + a->nq + a->nk + b * Tk * Dv; \
+      pack_t_##sfx(k, kr, kt, Tk, D, Tkp); pack_t_##sfx(v, vr, vt, Tk, Dv, Tkp); \
+      const T *kk = k; int64_t ks = kr; \
+      if (D != Dp) { pack_r_##sfx(k, kr, kp, Tk, D, Dp); kk = kp; ks = Dp; } \
+      T *dka = D == Dp ? dk : dkp, *dva = Dv == Dvp ? dv : dvp;   /* whole blocks: accumulate in place */ \
+      memset(dka, 0, sizeof(T) * (size_t)(Tk * Dp)); memset(dva, 0, sizeof(T) * (size_t)(Tk * Dvp)); \
+      for (int64_t i0 = 0; i0 < Tq; i0 += ATT_Q) { \
+        int64_t nr = Tq - i0 < ATT_Q ? Tq - i0 : ATT_Q, n[ATT_Q], mx = group_##sfx(a, i0, nr, n), nb = (mx + ATT_W - 1) / ATT_W; \
+        if (nr < ATT_Q || D != Dp || Dv != Dvp) {   /* missing rows and padding lanes are zeros */ \
+          memset(qs, 0, sizeof(T) * ATT_Q * (size_t)D); memset(qp, 0, sizeof(T) * ATT_Q * (size_t)Dp); \
+          memset(gp, 0, sizeof(T) * ATT_Q * (size_t)Dvp); } \
+        for (int64_t r = 0; r < nr; r++) { \
+          for (int64_t d = 0; d < D; d++) { qs[r * D + d] = q[(i0 + r) * qr + d] * sc; qp[r * Dp + d] = q[(i0 + r) * qr + d]; } \
+          for (int64_t c = 0; c < Dv; c++) gp[r * Dvp + c] = g[(i0 + r) * gr + c]; } \
+        dots_##sfx(qs, D, kt, D, Tkp, nb, s); \
+        dots_##sfx(gp, Dvp, vt, Dv, Tkp, nb, dp); \
+        for (int r = 0; r < ATT_Q; r++) \
+          dsoft_##sfx(s + r * Tkp, dp + r * Tkp, nb, softmax_##sfx(s + r * Tkp, n[r], nb), sc); \
+        wsum_##sfx(dp, Tkp, kk, ks, mx, Dp, dqg); \
+        for (int64_t r = 0; r < nr; r++) for (int64_t d = 0; d < D; d++) dq[(i0 + r) * D + d] = dqg[r * Dp + d]; \
+        rank_##sfx(dp, Tkp, qp, mx, Dp, dka, Dp); \
+        rank_##sfx(s, Tkp, gp, mx, Dvp, dva, Dvp); } \
+      for (int64_t j = 0; j < Tk; j++) { \
+        if (dka != dk) memcpy(dk + j * D, dkp + j * Dp, sizeof(T) * (size_t)D); \
+        if (dva != dv) memcpy(dv + j * Dv, dvp + j * Dvp, sizeof(T) * (size_t)Dv); } } \
+    free(kt); }
+
+DEF_ATT(f32, float, int32_t, vexp_f32) DEF_ATT(f64, double, int64_t, vexp_f64)
+DEF_FWD(f32, float) DEF_FWD(f64, double)
+DEF_BWD(f32, float) DEF_BWD(f64, double)
+
+/* the inputs in the compute dtype, kept where they are unless the embedding dim is strided */
+static int attn_job(RtCall *c, int nin, td_tensor **in, AttnJob *a, char *out)
+{
+  const char *name = c->op == RT_OP_SDPA ? "scaled_dot_product_attention" : "scaled_dot_product_attention backward";
+  int dt = c->cdtype;
+  if (dt != TD_FLOAT32 && dt != TD_FLOAT64)
+    return rt_err(TD_ERR_DTYPE, "%s: expected float32 or float64 tensors, got %s", name, td_dtype_name(dt));
+  memset(a, 0, sizeof *a);
+  int n = c->in[0]->ndim;
+  a->nbd = n - 2;
+  for (int d = 0; d < n - 2; d++) a->bsz[d] = c->in[0]->sizes[d];
+  for (int i = 0; i < nin; i++) {
+    td_tensor *x = rt_as_dtype(c->in[i], dt);
+    if (x && x->strides[n - 1] != 1 && x->sizes[n - 1] > 1) { td_tensor *y = rt_as_contig(x); td_release(x); x = y; }
+    if (!(in[i] = x)) return TD_ERR_NOMEM;
+    a->in[i] = rt_ptr(x); a->row[i] = x->strides[n - 2];
+    for (int d = 0; d < n - 2; d++) a->bst[i][d] = x->strides[d];
+  }
+  const td_tensor *q = in[0], *k = in[1], *v = in[2];
+  a->o = out;
+  a->Tq = q->sizes[n - 2]; a->Tk = k->sizes[n - 2]; a->D = q->sizes[n - 1]; a->Dv = v->sizes[n - 1];
+  a->nq = q->nelem; a->nk = k->nelem;
+  a->causal = c->attrs.i[0] != 0; a->scale = c->attrs.s[0];
+  return 0;
+}
+
+static int attn_run(RtCall *c, td_tensor *out, int nin, RtRangeFn f32, RtRangeFn f64)
+{
+  td_tensor *in[4] = { 0 };
+  AttnJob a;
+  int rc = attn_job(c, nin, in, &a, rt_ptr(out));
+  if (!rc && out->nelem > 0) {
+    const td_tensor *q = in[0];
+    int64_t nb = 1;
+    for (int d = 0; d < q->ndim - 2; d++) nb *= q->sizes[d];
+    int64_t work = (a.Tq * a.Tk * (a.D + a.Dv)) / (a.causal ? 2 : 1) + 1;
+    rt_parallel_for(nb, work >= 65536 ? 1 : 65536 / work, c->cdtype == TD_FLOAT32 ? f32 : f64, &a);
+    if (a.failed)
+      rc = rt_err(TD_ERR_NOMEM, "scaled_dot_product_attention: out of memory for the scratch of keys of %s",
+                  RT_SHAPE(in[1]));
+  }
+  for (int i = 0; i < nin; i++) td_release(in[i]);
+  return rc;
+}
+
+int rt_kern_sdpa(RtCall *c, td_tensor *out) { return attn_run(c, out, 3, fwd_f32, fwd_f64); }
+int rt_kern_sdpa_backward(RtCall *c, td_tensor *out) { return attn_run(c, out, 4, bwd_f32, bwd_f64); }
