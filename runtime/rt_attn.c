@@ -6,14 +6,15 @@
 ** top-left triangle), attrs.s[0] = scale.
 **
 ** The CPU kernels never store the (Tq, Tk) scores. One work item is one batch
-** entry: its K^T (and V^T) are packed once, then a query row's scores,
-** probabilities and output stay in L1. With the causal mask the keys after i
-** are skipped: half the products. The backward recomputes the probabilities
-** from q and k (FlashAttention's trade: one more q k^T instead of a saved
-** (Tq, Tk) tensor per batch entry) and returns dq, dk and dv packed into one
-** flat tensor. Each batch entry is computed by one thread in a fixed order,
-** so results do not depend on the thread count. Other devices: the Lua layer
-** composes the same formula from matmul and softmax (nn/functional.lua).
+** entry: its K^T (and V^T) are packed once, then the scores, probabilities and
+** outputs of 4 query rows at a time stay in registers and L1. With the causal
+** mask the keys after each query are skipped: half the products. The backward
+** recomputes the probabilities from q and k (FlashAttention's trade: one more
+** q k^T instead of a saved (Tq, Tk) tensor per batch entry) and returns dq, dk
+** and dv packed into one flat tensor. Each batch entry is computed by one
+** thread in a fixed order, so results do not depend on the thread count. Other
+** devices, masks and dropout: nn/functional.lua composes the same formula from
+** matmul and softmax.
 */
 #include "rt.h"
 #include <math.h>
@@ -21,8 +22,7 @@
 #include <string.h>
 
 /* libm without errno side effects: GCC vectorizes the calls through libmvec */
-#define ATT_SIMD __attribute__((simd("notinbranch"), const, nothrow, leaf))
-ATT_SIMD float expf(float); ATT_SIMD double exp(double);
+__attribute__((simd("notinbranch"), const, nothrow, leaf)) double exp(double);
 
 
 /* -- Meta ------------------------------------------------------------------------------------- */
