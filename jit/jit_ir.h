@@ -97,6 +97,7 @@ const char *jit_op_name(int op);          /* table name, lower case, pseudo ops 
 /* -- Recorder (jit_record.c) ----------------------------------------------------- */
 
 JitTrace *jit_trace_active(void);
+int jit_trace_grow_views(JitTrace *t, int32_t need);   /* room for `need` operand views (zero-padded) */
 /* Dispatcher hooks: record a prepared call instead of running it. */
 td_tensor *jit_record_call(RtCall *c);
 int jit_record_inplace(RtCall *c, td_tensor *out);

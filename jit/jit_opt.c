@@ -316,13 +316,7 @@ void jit_opt_split_grads(JitTrace *t)
       for (int b = a; b > 0 && p[b - 1].start > p[b].start; b--) { OptPiece x = p[b]; p[b] = p[b - 1]; p[b - 1] = x; }
     for (int a = 0; a < n && at >= 0; a++) at = p[a].start == at ? p[a].stop : -1;
     if (at != r->sizes[dim]) continue;        /* gaps or overlaps: keep the sum */
-    if (t->nviews + n > t->vcap) {
-      int32_t nc = (t->nviews + n) * 2;
-      JitView *nv = realloc(t->views, sizeof *nv * (size_t)nc);
-      if (!nv) return;                        /* keeping the sum is always correct */
-      memset(nv + t->vcap, 0, sizeof *nv * (size_t)(nc - t->vcap));
-      t->views = nv; t->vcap = nc;
-    }
+    if (jit_trace_grow_views(t, t->nviews + n)) return;   /* out of memory: keeping the sum is correct */
     r->op = RT_OP_CAT; r->nin = n; r->arg0 = t->nviews;
     for (int a = 0; a < n; a++) t->views[t->nviews++] = p[a].src;
     memset(&r->attrs, 0, sizeof r->attrs);

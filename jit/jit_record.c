@@ -55,6 +55,8 @@ static int grow(void **p, int32_t *cap, int32_t need, size_t esz)
 }
 #define GROW(arr, cap, need) grow((void **)&(arr), &(cap), (need), sizeof *(arr))
 
+int jit_trace_grow_views(JitTrace *t, int32_t need) { return GROW(t->views, t->vcap, need); }
+
 /* -- Trace lifetime -------------------------------------------------------------------- */
 
 JitRec *jit_rec_begin(void)

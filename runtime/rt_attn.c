@@ -105,10 +105,11 @@ static int64_t att_off(const AttnJob *a, int x, int64_t b)
 /* The kernels take ATT_Q query rows at a time and keys in blocks of ATT_W
 ** lanes, with fixed-width inner loops: each (query, block) accumulator is one
 ** or two vector registers, and the ATT_Q independent accumulator chains hide
-** the FMA latency (one query at a time ran ~4x slower, latency-bound). They
-** read copies of one batch entry's k and v padded with zeros to whole blocks:
-** kt (D, Tkp) and vt (Dv, Tkp) transposed for the scores q.k_j and g.v_j, kp
-** (Tk, Dp) and vp (Tk, Dvp) by rows for the weighted sums of rows. Under the
+** the FMA latency (one query at a time ran ~4x slower, latency-bound). The
+** scores q.k_j and g.v_j read kt (D, Tkp) and vt (Dv, Tkp), one batch entry's
+** k and v transposed and padded with zeros to whole blocks; the weighted sums
+** of rows read k and v in place, or copies padded to whole blocks (kp, vp)
+** when D or Dv is not a multiple of ATT_W. Under the
 ** causal mask a group computes up to its last row's keys; each row's later
 ** keys get probability 0. */
 #define ATT_W 16

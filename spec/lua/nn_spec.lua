@@ -187,6 +187,7 @@ describe("nn.functional.scaled_dot_product_attention", function()
     H.raises(function() F.scaled_dot_product_attention(tide.randn(4), k, v) end, "at least 2 dims", "[4]")
     H.raises(function() F.scaled_dot_product_attention(q, tide.randn(2, 0, 4), tide.randn(2, 0, 3)) end, "no positions")
     H.raises(function() F.scaled_dot_product_attention(q:long(), k:long(), v:long()) end, "float")
+    H.raises(function() F.scaled_dot_product_attention(q, k, v, { dropout_p = 1.5 }) end, "dropout_p between 0 and 1")
   end)
 end)
 

@@ -200,6 +200,7 @@ function F.scaled_dot_product_attention(q, k, v, opts)
   end
   local scale = opts.scale or 1 / math.sqrt(q:size(-1))
   if type(scale) ~= "number" then argerr(4, fname, "number for scale", scale) end
+  if type(p) ~= "number" or p < 0 or p > 1 then argerr(4, fname, "dropout_p between 0 and 1", p) end
   local same_batch = q.ndim == k.ndim and q.ndim == v.ndim
   for d = 1, q.ndim - 2 do
     same_batch = same_batch and k:size(d) == q:size(d) and v:size(d) == q:size(d)
