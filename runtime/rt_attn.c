@@ -103,16 +103,28 @@ static int64_t att_off(const AttnJob *a, int x, int64_t b)
 }
 
 /* The kernels take ATT_Q query rows at a time and keys in blocks of ATT_W
-** lanes, with fixed-width inner loops: each (query, block) accumulator is one
-** or two vector registers, and the ATT_Q independent accumulator chains hide
-** the FMA latency (one query at a time ran ~4x slower, latency-bound). The
-** scores q.k_j and g.v_j read kt (D, Tkp) and vt (Dv, Tkp), one batch entry's
-** k and v transposed and padded with zeros to whole blocks; the weighted sums
-** of rows read k and v in place, or copies padded to whole blocks (kp, vp)
-** when D or Dv is not a multiple of ATT_W. Under the
-** causal mask a group computes up to its last row's keys; each row's later
-** keys get probability 0. */
+** lanes, with fixed-width inner loops over register tiles: the scores q.k_j
+** are an ATT_Q x (up to 4 key blocks) tile of accumulators, the weighted sums
+** of rows an ATT_Q x (up to 4 column blocks) tile, so that each loaded block
+** feeds 4 FMAs and the independent chains hide the FMA latency (one query at
+** a time ran ~4x slower, latency-bound). The scores read kt (D, Tkp) and vt
+** (Dv, Tkp), one batch entry's k and v transposed (16 x 16 tiles in registers
+** for float) and padded with zeros to whole blocks; the weighted sums of rows
+** read k and v in place, or copies padded to whole blocks (kp, vp) when D or
+** Dv is not a multiple of ATT_W. The softmax of a group's four rows is one
+** function, so that their lane reductions overlap. Under the causal mask a
+** group computes up to its last row's keys; each row's later keys get
+** probability 0. */
 #define ATT_W 16
+/* a block loaded once stays in a register: the empty asm stops GCC from
+** folding the load into every FMA that reads it (as a memory operand: one
+** load per FMA). Only where a float block is one register (AVX-512). */
+#ifdef __AVX512F__
+#define KEEP_F32(x) __asm__("" : "+v"(x))
+#else
+#define KEEP_F32(x) ((void)0)
+#endif
+#define KEEP_NONE(x) ((void)0)
 #define ATT_Q 4                  /* rank_ below is written out for 4 rows */
 static int64_t att_up(int64_t n) { return (n + ATT_W - 1) / ATT_W * ATT_W; }
 
@@ -123,6 +135,7 @@ static int64_t att_up(int64_t n) { return (n + ATT_W - 1) / ATT_W * ATT_W; }
 typedef float VF16 __attribute__((vector_size(64)));
 typedef int32_t VI16 __attribute__((vector_size(64)));
 typedef double VD16 __attribute__((vector_size(128)));
+typedef float VU16F __attribute__((vector_size(64), aligned(4)));
 static inline VF16 vexp_f32(VF16 x)
 {
   VI16 under = x < -87.0f;
@@ -140,85 +153,125 @@ static inline VD16 vexp_f64(VD16 x)
   return y;
 }
 
-#define DEF_ATT(sfx, T, TI, EXPV) \
+#define DEF_ATT(sfx, T, TI, EXPV, KEEP) \
   typedef T V_##sfx __attribute__((vector_size(ATT_W * sizeof(T))));                    /* a block */ \
   typedef TI VI_##sfx __attribute__((vector_size(ATT_W * sizeof(T))));                  /* its lane masks */ \
   typedef T VU_##sfx __attribute__((vector_size(ATT_W * sizeof(T)), aligned(sizeof(T)))); /* one at any address */ \
+  /* s[r, jb W .. (jb + NB) W) = x[r] . mt[:, j] for the ATT_Q rows x[r] (stride xs): an ATT_Q x NB \
+  ** tile of accumulators; each mt block is loaded once per d (KEEP) */ \
+  static inline __attribute__((always_inline)) void dtile_##sfx(const T *restrict x, int64_t xs, \
+      const T *restrict mt, int64_t D, int64_t Tkp, int64_t jb, int NB, T *restrict s) { \
+    V_##sfx a[ATT_Q][4] = { { { 0 } } }; \
+    for (int64_t d = 0; d < D; d++) { \
+      V_##sfx r[4]; \
+      for (int b = 0; b < NB; b++) { r[b] = *(const VU_##sfx *)(mt + d * Tkp + (jb + b) * ATT_W); KEEP(r[b]); } \
+      for (int q = 0; q < ATT_Q; q++) { T xd = x[q * xs + d]; for (int b = 0; b < NB; b++) a[q][b] += xd * r[b]; } } \
+    for (int q = 0; q < ATT_Q; q++) for (int b = 0; b < NB; b++) *(VU_##sfx *)(s + q * Tkp + (jb + b) * ATT_W) = a[q][b]; } \
   /* s[r, 0 .. nb W) = x[r] . mt[:, j] for the ATT_Q rows x[r] (stride xs) and key blocks [0, nb) */ \
   static void dots_##sfx(const T *restrict x, int64_t xs, const T *restrict mt, int64_t D, int64_t Tkp, int64_t nb, \
                          T *restrict s) { \
-    int64_t jb = 0; \
-    for (; jb + 2 <= nb; jb += 2) { \
-      V_##sfx a[ATT_Q][2] = { { { 0 } } }; \
-      for (int64_t d = 0; d < D; d++) { \
-        V_##sfx r0 = *(const VU_##sfx *)(mt + d * Tkp + jb * ATT_W), r1 = *(const VU_##sfx *)(mt + d * Tkp + (jb + 1) * ATT_W); \
-        for (int q = 0; q < ATT_Q; q++) { T xd = x[q * xs + d]; a[q][0] += xd * r0; a[q][1] += xd * r1; } } \
-      for (int q = 0; q < ATT_Q; q++) { \
-        *(VU_##sfx *)(s + q * Tkp + jb * ATT_W) = a[q][0]; *(VU_##sfx *)(s + q * Tkp + (jb + 1) * ATT_W) = a[q][1]; } } \
-    if (jb < nb) { \
-      V_##sfx a[ATT_Q] = { { 0 } }; \
-      for (int64_t d = 0; d < D; d++) { \
-        V_##sfx r0 = *(const VU_##sfx *)(mt + d * Tkp + jb * ATT_W); \
-        for (int q = 0; q < ATT_Q; q++) a[q] += x[q * xs + d] * r0; } \
-      for (int q = 0; q < ATT_Q; q++) *(VU_##sfx *)(s + q * Tkp + jb * ATT_W) = a[q]; } } \
+    for (int64_t jb = 0; jb < nb; jb += 4) \
+      switch (nb - jb) { \
+      case 1: dtile_##sfx(x, xs, mt, D, Tkp, jb, 1, s); break; \
+      case 2: dtile_##sfx(x, xs, mt, D, Tkp, jb, 2, s); break; \
+      case 3: dtile_##sfx(x, xs, mt, D, Tkp, jb, 3, s); break; \
+      default: dtile_##sfx(x, xs, mt, D, Tkp, jb, 4, s); } } \
+  /* out[r, cb W .. (cb + NC) W) = sum_{j < n} w[r, j] m[j, :]: ATT_Q x NC accumulators, m's blocks \
+  ** loaded once per j */ \
+  static inline __attribute__((always_inline)) void wtile_##sfx(const T *restrict w, int64_t Tkp, \
+      const T *restrict m, int64_t ms, int64_t n, int64_t Dp, int64_t cb, int NC, T *restrict out) { \
+    V_##sfx a[ATT_Q][4] = { { { 0 } } }; \
+    for (int64_t j = 0; j < n; j++) { \
+      V_##sfx r[4]; \
+      for (int c = 0; c < NC; c++) { r[c] = *(const VU_##sfx *)(m + j * ms + (cb + c) * ATT_W); KEEP(r[c]); } \
+      for (int q = 0; q < ATT_Q; q++) { T wq = w[q * Tkp + j]; for (int c = 0; c < NC; c++) a[q][c] += wq * r[c]; } } \
+    for (int q = 0; q < ATT_Q; q++) for (int c = 0; c < NC; c++) *(VU_##sfx *)(out + q * Dp + (cb + c) * ATT_W) = a[q][c]; } \
   /* out[r, 0 .. Dp) = sum_{j < n} w[r, j] m[j, :] for the ATT_Q rows of w (stride Tkp), m (n, Dp) rows of stride ms */ \
   static void wsum_##sfx(const T *restrict w, int64_t Tkp, const T *restrict m, int64_t ms, int64_t n, int64_t Dp, \
                          T *restrict out) { \
-    for (int64_t cb = 0; cb < Dp; cb += ATT_W) { \
-      V_##sfx a[ATT_Q] = { { 0 } }; \
-      for (int64_t j = 0; j < n; j++) { \
-        V_##sfx r = *(const VU_##sfx *)(m + j * ms + cb); \
-        for (int q = 0; q < ATT_Q; q++) a[q] += w[q * Tkp + j] * r; } \
-      for (int q = 0; q < ATT_Q; q++) *(VU_##sfx *)(out + q * Dp + cb) = a[q]; } } \
+    for (int64_t cb = 0; cb < Dp / ATT_W; cb += 4) \
+      switch (Dp / ATT_W - cb) { \
+      case 1: wtile_##sfx(w, Tkp, m, ms, n, Dp, cb, 1, out); break; \
+      case 2: wtile_##sfx(w, Tkp, m, ms, n, Dp, cb, 2, out); break; \
+      case 3: wtile_##sfx(w, Tkp, m, ms, n, Dp, cb, 3, out); break; \
+      default: wtile_##sfx(w, Tkp, m, ms, n, Dp, cb, 4, out); } } \
   /* m[j, :] += sum_r w[r, j] u[r, :] for j < n: the updates of dk and dv (u rows of stride Dp); \
-  ** by column blocks, so that the four u blocks stay in registers over j */ \
+  ** the ATT_Q u rows of NC column blocks stay in registers over j, each j's four weights are \
+  ** broadcast once for all blocks, and the sum is a tree (two chains, not four) */ \
+  static inline __attribute__((always_inline)) void rtile_##sfx(const T *restrict w, int64_t Tkp, \
+      const T *restrict u, int64_t n, int64_t Dp, int64_t cb, int NC, T *restrict m, int64_t ms) { \
+    V_##sfx uu[ATT_Q][4]; \
+    for (int q = 0; q < ATT_Q; q++) for (int c = 0; c < NC; c++) uu[q][c] = *(const VU_##sfx *)(u + q * Dp + (cb + c) * ATT_W); \
+    for (int64_t j = 0; j < n; j++) { \
+      T w0 = w[j], w1 = w[Tkp + j], w2 = w[2 * Tkp + j], w3 = w[3 * Tkp + j]; \
+      for (int c = 0; c < NC; c++) { \
+        VU_##sfx *r = (VU_##sfx *)(m + j * ms + (cb + c) * ATT_W); \
+        *r += (w0 * uu[0][c] + w1 * uu[1][c]) + (w2 * uu[2][c] + w3 * uu[3][c]); } } } \
   static void rank_##sfx(const T *restrict w, int64_t Tkp, const T *restrict u, int64_t n, int64_t Dp, T *restrict m, \
                          int64_t ms) { \
-    for (int64_t cb = 0; cb < Dp; cb += ATT_W) { \
-      V_##sfx u0 = *(const VU_##sfx *)(u + cb), u1 = *(const VU_##sfx *)(u + Dp + cb); \
-      V_##sfx u2 = *(const VU_##sfx *)(u + 2 * Dp + cb), u3 = *(const VU_##sfx *)(u + 3 * Dp + cb); \
-      for (int64_t j = 0; j < n; j++) { \
-        VU_##sfx *r = (VU_##sfx *)(m + j * ms + cb); \
-        *r += w[j] * u0 + w[Tkp + j] * u1 + w[2 * Tkp + j] * u2 + w[3 * Tkp + j] * u3; } } } \
-  /* row p (normalized in place by inv) and row dp: dp = sc p (dp - sum_j p dp), over whole blocks \
-  ** (p is 0 past the row's keys) */ \
-  static void dsoft_##sfx(T *restrict p, T *restrict dp, int64_t nb, T inv, T sc) { \
-    V_##sfx acc = { 0 }; \
-    for (int64_t jb = 0; jb < nb; jb++) { \
-      VU_##sfx *pv = (VU_##sfx *)(p + jb * ATT_W); V_##sfx x = *pv * inv; *pv = x; \
-      acc += x * *(const VU_##sfx *)(dp + jb * ATT_W); } \
-    T di = 0; \
-    for (int t = 0; t < ATT_W; t++) di += acc[t]; \
-    for (int64_t jb = 0; jb < nb; jb++) { \
-      VU_##sfx *dv = (VU_##sfx *)(dp + jb * ATT_W); \
-      *dv = sc * *(const VU_##sfx *)(p + jb * ATT_W) * (*dv - di); } } \
-  /* row s[0 .. nb W): p[j] = exp(s[j] - max) for j < n, 0 after; returns 1 / sum p. Only the last \
-  ** block can be partial: its lanes past n are masked by lane index (exp flushes -inf to 0) */ \
-  static T softmax_##sfx(T *restrict s, int64_t n, int64_t nb) { \
-    if (n == 0) { memset(s, 0, sizeof(T) * (size_t)(nb * ATT_W)); return 0; }   /* a missing row of a group */ \
+    for (int64_t cb = 0; cb < Dp / ATT_W; cb += 2) \
+      if (Dp / ATT_W - cb == 1) rtile_##sfx(w, Tkp, u, n, Dp, cb, 1, m, ms); \
+      else rtile_##sfx(w, Tkp, u, n, Dp, cb, 2, m, ms); } \
+  /* lane sum and lane max by halves: lane 0 of the result holds the total */ \
+  static inline __attribute__((always_inline)) T hsum_##sfx(V_##sfx x) { \
     VI_##sfx lane, idx; \
     for (int t = 0; t < ATT_W; t++) lane[t] = t; \
-    VU_##sfx *last = (VU_##sfx *)(s + (nb - 1) * ATT_W); \
-    VI_##sfx out = lane >= (TI)(n - (nb - 1) * ATT_W); \
-    V_##sfx ninf = { 0 }; ninf -= (T)INFINITY; \
-    *last = (V_##sfx)(((VI_##sfx)*last & ~out) | ((VI_##sfx)ninf & out)); \
-    V_##sfx m = *(const VU_##sfx *)s; \
-    for (int64_t jb = 1; jb < nb; jb++) { \
-      V_##sfx x = *(const VU_##sfx *)(s + jb * ATT_W); \
-      VI_##sfx k = x > m; m = (V_##sfx)(((VI_##sfx)x & k) | ((VI_##sfx)m & ~k)); } \
-    for (int w = ATT_W / 2; w >= 1; w /= 2) {   /* lane max by halves: m[0] = max of all */ \
+    for (int w = ATT_W / 2; w >= 1; w /= 2) { idx = (lane + w) % ATT_W; x += __builtin_shuffle(x, idx); } \
+    return x[0]; } \
+  static inline __attribute__((always_inline)) T hmax_##sfx(V_##sfx m) { \
+    VI_##sfx lane, idx; \
+    for (int t = 0; t < ATT_W; t++) lane[t] = t; \
+    for (int w = ATT_W / 2; w >= 1; w /= 2) { \
       idx = (lane + w) % ATT_W; \
       V_##sfx x = __builtin_shuffle(m, idx); VI_##sfx k = x > m; m = (V_##sfx)(((VI_##sfx)x & k) | ((VI_##sfx)m & ~k)); } \
-    T mx = m[0]; \
-    V_##sfx sum = { 0 }; \
-    for (int64_t jb = 0; jb < nb; jb++) { \
-      VU_##sfx *x = (VU_##sfx *)(s + jb * ATT_W); \
-      V_##sfx e = EXPV(*x - mx); *x = e; sum += e; } \
-    for (int w = ATT_W / 2; w >= 1; w /= 2) {   /* lane sum by halves (the lanes are <= 1 each) */ \
-      idx = (lane + w) % ATT_W; sum += __builtin_shuffle(sum, idx); } \
-    return (T)1 / sum[0]; } \
+    return m[0]; } \
+  /* the group's rows p (normalized in place by inv[r]) and dp: dp = sc p (dp - sum_j p dp), over \
+  ** whole blocks (p is 0 past each row's keys) */ \
+  static inline __attribute__((always_inline)) void dsoft_##sfx(T *restrict p, T *restrict dp, int64_t Tkp, \
+                                                               int64_t nb, const T *inv, T sc) { \
+    T di[ATT_Q]; \
+    for (int r = 0; r < ATT_Q; r++) { \
+      V_##sfx acc = { 0 }; \
+      for (int64_t jb = 0; jb < nb; jb++) { \
+        VU_##sfx *pv = (VU_##sfx *)(p + r * Tkp + jb * ATT_W); V_##sfx x = *pv * inv[r]; *pv = x; \
+        acc += x * *(const VU_##sfx *)(dp + r * Tkp + jb * ATT_W); } \
+      di[r] = hsum_##sfx(acc); } \
+    for (int r = 0; r < ATT_Q; r++) \
+      for (int64_t jb = 0; jb < nb; jb++) { \
+        VU_##sfx *dv = (VU_##sfx *)(dp + r * Tkp + jb * ATT_W); \
+        *dv = sc * *(const VU_##sfx *)(p + r * Tkp + jb * ATT_W) * (*dv - di[r]); } } \
+  /* the group's rows s[r, 0 .. nb W): p[j] = exp(s[j] - max) for j < n[r], 0 after; inv[r] = 1 / sum p. \
+  ** Only a row's last block can be partial: its lanes past n are masked by lane index (exp flushes \
+  ** -inf to 0). The four rows' reductions are independent chains, written in one function so that \
+  ** they overlap. */ \
+  static inline __attribute__((always_inline)) void softmax_##sfx(T *restrict s, int64_t Tkp, const int64_t *n, \
+                                                                 int64_t nb, T *inv) { \
+    VI_##sfx lane; \
+    for (int t = 0; t < ATT_W; t++) lane[t] = t; \
+    V_##sfx ninf = { 0 }; ninf -= (T)INFINITY; \
+    T mx[ATT_Q]; \
+    for (int r = 0; r < ATT_Q; r++) { \
+      T *sr = s + r * Tkp; \
+      if (n[r] == 0) { memset(sr, 0, sizeof(T) * (size_t)(nb * ATT_W)); continue; }   /* a missing row */ \
+      int64_t lb = (n[r] - 1) / ATT_W;       /* the row's last block; later ones are all masked */ \
+      for (int64_t jb = lb + 1; jb < nb; jb++) *(VU_##sfx *)(sr + jb * ATT_W) = ninf; \
+      VU_##sfx *last = (VU_##sfx *)(sr + lb * ATT_W); \
+      VI_##sfx out = lane >= (TI)(n[r] - lb * ATT_W); \
+      *last = (V_##sfx)(((VI_##sfx)*last & ~out) | ((VI_##sfx)ninf & out)); \
+      V_##sfx m = *(const VU_##sfx *)sr; \
+      for (int64_t jb = 1; jb <= lb; jb++) { \
+        V_##sfx x = *(const VU_##sfx *)(sr + jb * ATT_W); \
+        VI_##sfx k = x > m; m = (V_##sfx)(((VI_##sfx)x & k) | ((VI_##sfx)m & ~k)); } \
+      mx[r] = hmax_##sfx(m); } \
+    for (int r = 0; r < ATT_Q; r++) { \
+      if (n[r] == 0) { inv[r] = 0; continue; } \
+      V_##sfx sum = { 0 }; \
+      for (int64_t jb = 0; jb < nb; jb++) { \
+        VU_##sfx *x = (VU_##sfx *)(s + r * Tkp + jb * ATT_W); \
+        V_##sfx e = EXPV(*x - mx[r]); *x = e; sum += e; } \
+      inv[r] = (T)1 / hsum_##sfx(sum); } } \
   /* x (n, D), row stride xs, into xt (D, np) transposed or into xp (n, Dp) by rows, zero padded */ \
-  static void pack_t_##sfx(const T *restrict x, int64_t xs, T *restrict xt, int64_t n, int64_t D, int64_t np) { \
+  static __attribute__((unused)) void pack_ts_##sfx(const T *restrict x, int64_t xs, T *restrict xt, int64_t n, int64_t D, int64_t np) { \
     for (int64_t d = 0; d < D; d++) { \
       T *r = xt + d * np; \
       for (int64_t j = 0; j < n; j++) r[j] = x[j * xs + d]; \
@@ -255,7 +308,7 @@ static inline VD16 vexp_f64(VD16 x)
         if (nr < ATT_Q) memset(qs, 0, sizeof(T) * ATT_Q * (size_t)D); \
         for (int64_t r = 0; r < nr; r++) for (int64_t d = 0; d < D; d++) qs[r * D + d] = q[(i0 + r) * qr + d] * (T)a->scale; \
         dots_##sfx(qs, D, kt, D, Tkp, nb, s); \
-        for (int r = 0; r < ATT_Q; r++) inv[r] = softmax_##sfx(s + r * Tkp, n[r], nb); \
+        softmax_##sfx(s, Tkp, n, nb, inv); \
         wsum_##sfx(s, Tkp, vr, vs, mx, Dvp, og); \
         for (int64_t r = 0; r < nr; r++) for (int64_t c = 0; c < Dv; c++) o[(i0 + r) * Dv + c] = og[r * Dvp + c] * inv[r]; } } \
     free(kt); }
@@ -292,8 +345,9 @@ static inline VD16 vexp_f64(VD16 x)
           for (int64_t c = 0; c < Dv; c++) gp[r * Dvp + c] = g[(i0 + r) * gr + c]; } \
         dots_##sfx(qs, D, kt, D, Tkp, nb, s); \
         dots_##sfx(gp, Dvp, vt, Dv, Tkp, nb, dp); \
-        for (int r = 0; r < ATT_Q; r++) \
-          dsoft_##sfx(s + r * Tkp, dp + r * Tkp, nb, softmax_##sfx(s + r * Tkp, n[r], nb), sc); \
+        T inv[ATT_Q]; \
+        softmax_##sfx(s, Tkp, n, nb, inv); \
+        dsoft_##sfx(s, dp, Tkp, nb, inv, sc); \
         wsum_##sfx(dp, Tkp, kk, ks, mx, Dp, dqg); \
         for (int64_t r = 0; r < nr; r++) for (int64_t d = 0; d < D; d++) dq[(i0 + r) * D + d] = dqg[r * Dp + d]; \
         rank_##sfx(dp, Tkp, qp, mx, Dp, dka, Dp); \
@@ -303,7 +357,35 @@ static inline VD16 vexp_f64(VD16 x)
         if (dva != dv) memcpy(dv + j * Dv, dvp + j * Dvp, sizeof(T) * (size_t)Dv); } } \
     free(kt); }
 
-DEF_ATT(f32, float, int32_t, vexp_f32) DEF_ATT(f64, double, int64_t, vexp_f64)
+DEF_ATT(f32, float, int32_t, vexp_f32, KEEP_F32) DEF_ATT(f64, double, int64_t, vexp_f64, KEEP_NONE)
+/* K^T packing for float: whole 16 x 16 tiles are transposed in registers by
+** four perfect shuffles (interleaving rows i and i + 8 rotates the 8-bit index
+** (row, column) left by one bit; four rotations swap row and column), the
+** rest element by element. Scalar copies were ~10% of the backward. */
+static void pack_t_f32(const float *restrict x, int64_t xs, float *restrict xt, int64_t n, int64_t D, int64_t np)
+{
+  const VI16 lo = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 };
+  const VI16 hi = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
+  int64_t n16 = n / 16 * 16, D16 = D / 16 * 16;
+  for (int64_t j0 = 0; j0 < n16; j0 += 16)
+    for (int64_t d0 = 0; d0 < D16; d0 += 16) {
+      VF16 r[16], t[16];
+      for (int i = 0; i < 16; i++) r[i] = *(const VU16F *)(x + (j0 + i) * xs + d0);
+      for (int st = 0; st < 4; st++) {
+        for (int i = 0; i < 8; i++) { t[2 * i] = __builtin_shuffle(r[i], r[i + 8], lo); t[2 * i + 1] = __builtin_shuffle(r[i], r[i + 8], hi); }
+        memcpy(r, t, sizeof r);
+      }
+      for (int i = 0; i < 16; i++) *(VU16F *)(xt + (d0 + i) * np + j0) = r[i];
+    }
+  for (int64_t d = 0; d < D; d++) {
+    float *r = xt + d * np;
+    for (int64_t j = d < D16 ? n16 : 0; j < n; j++) r[j] = x[j * xs + d];
+    for (int64_t j = n; j < np; j++) r[j] = 0;
+  }
+}
+static void pack_t_f64(const double *restrict x, int64_t xs, double *restrict xt, int64_t n, int64_t D, int64_t np)
+{ pack_ts_f64(x, xs, xt, n, D, np); }
+
 DEF_FWD(f32, float) DEF_FWD(f64, double)
 DEF_BWD(f32, float) DEF_BWD(f64, double)
 

@@ -176,6 +176,36 @@ describe("nn.functional.scaled_dot_product_attention", function()
     H.close(hf, hc, 1e-12, "second order")
   end)
 
+  it("float32 kernels at sizes that fill their vector tiles equal the float64 formula", function()
+    -- keys past one and several 16-lane blocks (transposed in 16x16 tiles, with
+    -- remainders), embedding sizes of whole and partial blocks, the heads of a
+    -- packed qkv tensor read in place, causal and full, forward and gradients
+    tide.manual_seed(7)
+    for _, c in ipairs { { 2, 37, 37, 32, 32 }, { 3, 70, 70, 20, 48 }, { 2, 16, 41, 64, 64 }, { 1, 33, 19, 17, 5 } } do
+      local B, L, S, E, Ev = c[1], c[2], c[3], c[4], c[5]
+      local qkv = tide.randn(B, math.max(L, S), 2 * E + Ev)
+      local q = qkv:narrow(2, 1, L):narrow(3, 1, E):contiguous()
+      local qv = qkv:narrow(2, 1, L):narrow(3, 1, E)                -- strided rows
+      local k, v = qkv:narrow(2, 1, S):narrow(3, E + 1, E), qkv:narrow(2, 1, S):narrow(3, 2 * E + 1, Ev)
+      local g = tide.randn(B, L, Ev)
+      for _, causal in ipairs { false, true } do
+        local what = ("(%d,%d,%d,%d,%d) causal=%s"):format(B, L, S, E, Ev, tostring(causal))
+        local args = {}
+        for i, x in ipairs { qv, k, v } do args[i] = x:detach():requires_grad_() end
+        local y = F.scaled_dot_product_attention(args[1], args[2], args[3], { is_causal = causal })
+        local gs = tide.autograd.grad({ (y * g):sum() }, args)
+        local ref = {}
+        for i, x in ipairs { q, k, v } do ref[i] = x:double():requires_grad_() end
+        local s = ref[1]:matmul(ref[2]:transpose(2, 3)) / math.sqrt(E)
+        if causal then s = s:masked_fill(tide.arange(L):view(L, 1):lt(tide.arange(S):view(1, S)), -math.huge) end
+        local yr = s:softmax(-1):matmul(ref[3])
+        local gr = tide.autograd.grad({ (yr * g:double()):sum() }, ref)
+        H.close(y:double(), yr:detach(), 2e-5, "forward " .. what)
+        for i = 1, 3 do H.close(gs[i]:double(), gr[i], 1e-4, ("gradient %d %s"):format(i, what)) end
+      end
+    end
+  end)
+
   it("names the shapes and options it rejects", function()
     local q, k, v = tide.randn(2, 5, 4), tide.randn(2, 6, 4), tide.randn(2, 6, 3)
     H.raises(function() F.scaled_dot_product_attention(q, tide.randn(2, 6, 3), v) end,
