@@ -195,8 +195,8 @@ static void c_load(CgEmitter *e, int v, int ty, int buf, int idx)
   else line(c, "%s %s = p%d[%s];", c_tyname[ty], local(c, v, ty), buf, ix);
 }
 
-static void c_prefetch(CgEmitter *e, int buf, int idx)
-{ CE *c = (CE *)e; line(c, "__builtin_prefetch(p%d + %s);", buf, nm(c, idx)); }
+static void c_prefetch(CgEmitter *e, int buf, int idx, int write)
+{ CE *c = (CE *)e; line(c, "__builtin_prefetch(p%d + %s, %d);", buf, nm(c, idx), write != 0); }
 
 static void c_store(CgEmitter *e, int ty, int buf, int idx, int val)
 {

@@ -83,8 +83,9 @@ struct CgEmitter {
   ** element type, or a vector of it (an unaligned load of consecutive elements) */
   void (*emit_load)(CgEmitter *e, int v, int ty, int buf, int idx);
   void (*emit_store)(CgEmitter *e, int ty, int buf, int idx, int val);
-  /* a hint: bring buffer buf's element idx into the cache (never faults) */
-  void (*emit_prefetch)(CgEmitter *e, int buf, int idx);
+  /* a hint: bring buffer buf's element idx into the cache (never faults);
+  ** write: the line is about to be written (x86 prefetchw: owned, no second request) */
+  void (*emit_prefetch)(CgEmitter *e, int buf, int idx, int write);
   /* mutable local v of type ty = init */
   void (*emit_var)(CgEmitter *e, int v, int ty, int init);
   void (*emit_assign)(CgEmitter *e, int var, int val);

@@ -196,13 +196,14 @@ static void g_load(CgEmitter *e, int v, int ty, int buf, int idx)
 static void g_store(CgEmitter *e, int ty, int buf, int idx, int val)
 { GE *g = (GE *)e; gcc_jit_block_add_assignment(g->cur, NULL, g_elem(g, ty, buf, idx), R(g, val)); }
 
-static void g_prefetch(CgEmitter *e, int buf, int idx)
+static void g_prefetch(CgEmitter *e, int buf, int idx, int write)
 {
   GE *g = (GE *)e;
   gcc_jit_function *pf = gcc_jit_context_get_builtin_function(g->ctx, "__builtin_prefetch");
   gcc_jit_rvalue *a = gcc_jit_lvalue_get_address(gcc_jit_context_new_array_access(g->ctx, NULL, g->bufp[buf], R(g, idx)), NULL);
   a = gcc_jit_context_new_cast(g->ctx, NULL, a, gcc_jit_type_get_pointer(gcc_jit_type_get_const(gcc_jit_context_get_type(g->ctx, GCC_JIT_TYPE_VOID))));
-  gcc_jit_block_add_eval(g->cur, NULL, gcc_jit_context_new_call(g->ctx, NULL, pf, 1, &a));
+  gcc_jit_rvalue *args[2] = { a, gcc_jit_context_new_rvalue_from_int(g->ctx, gcc_jit_context_get_type(g->ctx, GCC_JIT_TYPE_INT), write != 0) };
+  gcc_jit_block_add_eval(g->cur, NULL, gcc_jit_context_new_call(g->ctx, NULL, pf, 2, args));
 }
 
 static void g_var(CgEmitter *e, int v, int ty, int init) { GE *g = (GE *)e; g_def(g, v, ty, R(g, init)); }

@@ -661,6 +661,14 @@ describe("tide.compile matches eager on fused patterns", function()
     compare(b, x:softmax(-1), "F.softmax vs eager")
   end)
 
+  it("softmax forward and backward on long rows (the next row prefetched, stores for writing)", function()
+    local w = tide.randn(5, 4099)
+    local function f(x) local y = F.softmax(x, 2); (y * w):sum():backward(); return y end
+    same_as_eager("softmax fwd+bwd, 4099-wide rows", f, { any { 5, 4099 } })
+    local text = tide.compile(f):explain(tide.randn(5, 4099):requires_grad_())
+    assert.is_truthy(text:find("__builtin_prefetch%(p%d+ %+ v%d+, 1%)"), "a write prefetch in:\n" .. text:sub(1, 2000))
+  end)
+
   it("log_softmax, by hand and F.log_softmax", function()
     local w = tide.randn(4, 9)
     same_as_eager("log_softmax", function(x)
