@@ -50,6 +50,7 @@ struct td_compiled {
   Variant *v[JIT_MAX_VARIANTS]; int nv;
   uint8_t dyn[JIT_MAX_DYN / 8];    /* scalar ordinals passed at run time */
   JitRec *rec;
+  JitRec *spare;                   /* the last call's trace arrays, reused by the next */
   uint64_t rng_seed, rng_off;
   int warned_limit, eager_grad;
   int dyn_sizes;                   /* size misses: quiet, evicting (opts.dynamic or after the first) */
@@ -85,31 +86,62 @@ static void erase_geometry(JitView *v) { v->offset = 0; memset(v->sizes, 0, size
 
 /* The key of a trace: its records (line numbers and scheduler flags cleared,
 ** dynamic scalar values zeroed), operand views, outputs and effects, as bytes.
-** shape: the size-family key, without sizes, strides, offsets and scalar values. */
-static char *trace_key_of(const JitTrace *t, size_t *n, bool shape)
+** shape: the size-family key, without sizes, strides, offsets and scalar values.
+** One walker produces it: into buf, or compared with an existing key cmp
+** (a call that matches its last variant builds no key: ~0.5 MB for a GPT step). */
+typedef struct { char *buf; const char *cmp; size_t pos; bool diff; } KeySink;
+
+static void key_put(KeySink *s, const void *p, size_t n)
 {
-  size_t sz = (size_t)t->nins * sizeof(JitIns) + (size_t)t->nviews * sizeof(JitView) +
-              (size_t)t->nouts * sizeof(JitView) + (size_t)t->neffects * sizeof(JitEffect) + 16;
-  char *k = malloc(sz), *p = k;
-  if (!k) return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory");
+  if (s->buf) memcpy(s->buf + s->pos, p, n);
+  else if (!s->diff && memcmp(s->cmp + s->pos, p, n)) s->diff = true;
+  s->pos += n;
+}
+
+static size_t key_size(const JitTrace *t)
+{
+  return (size_t)t->nins * sizeof(JitIns) + (size_t)t->nviews * sizeof(JitView) +
+         (size_t)t->nouts * sizeof(JitView) + (size_t)t->neffects * sizeof(JitEffect) + 16;
+}
+
+static void key_views(KeySink *s, const JitView *v, int n, bool shape)
+{
+  if (!shape) { key_put(s, v, (size_t)n * sizeof *v); return; }
+  for (int i = 0; i < n && !s->diff; i++) { JitView c = v[i]; erase_geometry(&c); key_put(s, &c, sizeof c); }
+}
+
+static void key_walk(KeySink *s, const JitTrace *t, bool shape)
+{
   int32_t counts[4] = { t->nins, t->nviews, t->nouts, t->neffects };
-  memcpy(p, counts, 16); p += 16;
-  for (int i = 0; i < t->nins; i++) {
+  key_put(s, counts, 16);
+  for (int i = 0; i < t->nins && !s->diff; i++) {
     JitIns c = t->ins[i];
     c.line = 0; c.flags &= JIT_IF_DYN | JIT_IF_OUTPUT;
     if (c.flags & JIT_IF_DYN) c.value = 0;
     if (shape) { c.flags &= JIT_IF_OUTPUT; c.value = 0; memset(c.sizes, 0, sizeof c.sizes); }
-    memcpy(p, &c, sizeof c); p += sizeof c;
+    key_put(s, &c, sizeof c);
   }
-  memcpy(p, t->views, (size_t)t->nviews * sizeof(JitView));
-  for (int i = 0; shape && i < t->nviews; i++) erase_geometry((JitView *)p + i);
-  p += (size_t)t->nviews * sizeof(JitView);
-  memcpy(p, t->outs, (size_t)t->nouts * sizeof(JitView));
-  for (int i = 0; shape && i < t->nouts; i++) erase_geometry((JitView *)p + i);
-  p += (size_t)t->nouts * sizeof(JitView);
-  memcpy(p, t->effects, (size_t)t->neffects * sizeof(JitEffect)); p += (size_t)t->neffects * sizeof(JitEffect);
-  *n = (size_t)(p - k);
-  return k;
+  if (s->diff) return;
+  key_views(s, t->views, t->nviews, shape);
+  key_views(s, t->outs, t->nouts, shape);
+  if (!s->diff) key_put(s, t->effects, (size_t)t->neffects * sizeof(JitEffect));
+}
+
+static char *trace_key_of(const JitTrace *t, size_t *n, bool shape)
+{
+  KeySink s = { .buf = malloc(key_size(t)) };
+  if (!s.buf) return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory");
+  key_walk(&s, t, shape);
+  *n = s.pos;
+  return s.buf;
+}
+/* whether t's key equals v's (the key trace_key would build) */
+static bool key_matches(const JitTrace *t, const Variant *v)
+{
+  if (key_size(t) != v->nkey) return false;
+  KeySink s = { .cmp = v->key };
+  key_walk(&s, t, false);
+  return !s.diff;
 }
 static char *trace_key(const JitTrace *t, size_t *n) { return trace_key_of(t, n, false); }
 
@@ -350,7 +382,7 @@ TD_API td_compiled *td_compile_new(const char *name, int flags)
 TD_API void td_compile_free(td_compiled *cf)
 {
   if (!cf) return;
-  jit_rec_free(cf->rec);
+  jit_rec_free(cf->rec); jit_rec_free(cf->spare);
   for (int i = 0; i < cf->nv; i++) variant_free(cf->v[i]);
   free(cf->text);
   free(cf);
@@ -372,18 +404,24 @@ TD_API int td_compile_begin(td_compiled *cf, int nargs, td_tensor *const *args)
   if (jit_tracing) return rt_err(TD_ERR_STATE, "tide.compile: %s: already tracing", cf->name);
   jit_rec_free(cf->rec);
   td_rng_get_state(&cf->rng_seed, &cf->rng_off);
-  if (!(cf->rec = jit_rec_begin())) return TD_ERR_NOMEM;
+  if (!(cf->rec = jit_rec_begin(cf->spare))) return TD_ERR_NOMEM;
+  cf->spare = NULL;
   for (int i = 0; i < nargs; i++)
     if (args[i] && jit_rec_input(cf->rec, args[i]) < 0) { td_compile_abort(cf); return TD_ERR_STATE; }
   cf->nargs = cf->rec->t.ninputs;
   return 0;
 }
 
-TD_API void td_compile_abort(td_compiled *cf)
+/* the trace ends; its arrays are kept for the next call */
+static void rec_done(td_compiled *cf)
 {
-  jit_rec_free(cf->rec);
-  cf->rec = NULL;
+  if (!cf->rec) return;
+  jit_rec_reset(cf->rec);
+  jit_rec_free(cf->spare);
+  cf->spare = cf->rec; cf->rec = NULL;
 }
+
+TD_API void td_compile_abort(td_compiled *cf) { rec_done(cf); }
 
 static Variant *find_variant(td_compiled *cf, const char *key, size_t nkey)
 {
@@ -492,6 +530,8 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
   }
   if (no_aot) yk = -1;
   mark_dyn(cf, t);
+  for (int i = 0; i < cf->nv; i++)   /* the last variant used: compared in place, no key built */
+    if (cf->v[i]->last == cf->tick && key_matches(t, cf->v[i])) { v = cf->v[i]; goto found; }
   if (!(key = trace_key(t, &nkey))) { rc = TD_ERR_NOMEM; goto done; }
   v = find_variant(cf, key, nkey);
   if (!v && !(skey = trace_key_of(t, &nskey, true))) { rc = TD_ERR_NOMEM; goto done; }
@@ -544,6 +584,7 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
       cf->dyn_sizes = 1;
     }
   }
+found:
   v->last = ++cf->tick;
   if (mode != TD_COMPILE_RUN) {
     free(cf->text);
@@ -584,6 +625,6 @@ done:
   variant_free(tmp);
   jit_aot_clear(&aot);
   free(key); free(skey); free(outk);
-  jit_rec_free(r); cf->rec = NULL;
+  rec_done(cf);
   return rc;
 }

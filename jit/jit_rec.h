@@ -19,7 +19,8 @@ typedef struct JitRec {
   int32_t backward_ran;
 } JitRec;
 
-JitRec *jit_rec_begin(void);                   /* starts tracing on this thread */
+JitRec *jit_rec_begin(JitRec *reuse);          /* starts tracing on this thread (in reuse's arrays) */
+void jit_rec_reset(JitRec *r);                 /* ends r's trace, keeping its arrays for reuse */
 void jit_rec_stop(JitRec *r);                  /* stops tracing (the trace stays) */
 void jit_rec_free(JitRec *r);
 int jit_rec_input(JitRec *r, td_tensor *x);    /* the INPUT slot of x's storage */

@@ -59,9 +59,9 @@ int jit_trace_grow_views(JitTrace *t, int32_t need) { return GROW(t->views, t->v
 
 /* -- Trace lifetime -------------------------------------------------------------------- */
 
-JitRec *jit_rec_begin(void)
+JitRec *jit_rec_begin(JitRec *reuse)
 {
-  JitRec *r = calloc(1, sizeof *r);
+  JitRec *r = reuse ? reuse : calloc(1, sizeof *r);
   if (!r) return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory");
   r->t.id = ++trace_ids ? trace_ids : ++trace_ids;
   cur = r; jit_tracing = 1;
@@ -80,12 +80,26 @@ void jit_trace_clear(JitTrace *t)
   memset(t, 0, sizeof *t);
 }
 
+/* Ends r's trace: its references dropped, its arrays kept (empty) for the
+** next trace. A compiled function reuses them call after call: growing fresh
+** ones page-faulted on ~0.5 MB per GPT step. */
+void jit_rec_reset(JitRec *r)
+{
+  jit_rec_stop(r);
+  JitTrace *t = &r->t;
+  for (int i = 0; i < t->ninputs; i++) td_release(t->inputs[i]);
+  t->nins = t->nviews = t->ninputs = t->nouts = t->neffects = t->nscalars = 0;
+  for (int i = 0; i < r->ngrads; i++) { td_release(r->grads[i].leaf); td_release(r->grads[i].prev); }
+  r->ngrads = 0; r->backward_ran = 0;
+  if (r->mn) memset(r->map, 0, (size_t)r->mcap * sizeof *r->map);
+  r->mn = 0;
+}
+
 void jit_rec_free(JitRec *r)
 {
   if (!r) return;
-  jit_rec_stop(r);
+  jit_rec_reset(r);
   jit_trace_clear(&r->t);
-  for (int i = 0; i < r->ngrads; i++) { td_release(r->grads[i].leaf); td_release(r->grads[i].prev); }
   free(r->grads); free(r->map);
   free(r);
 }
