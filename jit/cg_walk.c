@@ -220,7 +220,7 @@ int cg_nyi(const CgKernel *k, int op, int dtype, const char *what)
                 dtype >= 0 && dtype < TD_DTYPE__MAX ? td_dtype_name(dtype) : "?", k->name);
 }
 
-#include "cg_vmath.h"                    /* w_vexpf: expf on float32 vectors, inline */
+#include "cg_vmath.h"                    /* w_vexpf, w_verff: expf and erff on float32 vectors, inline */
 
 /* -- Math functions ------------------------------------------------------------------ */
 
@@ -245,6 +245,7 @@ static int w_math(W *w, const char *f, int n, const int *a, int lanewise)
   if (!cg_ty_is_vec(t)) return call(w, t, name, n, a);
   if (!lanewise) {
     if (cg_ty_elem(t) == CT_F32 && !strcmp(name, "expf")) return w_vexpf(w, a[0]);
+    if (cg_ty_elem(t) == CT_F32 && !strcmp(name, "erff")) return w_verff(w, a[0]);
     char vn[48];
     return call(w, t, cg_vec_fname(name, w->L, vn, sizeof vn), n, a);
   }

@@ -183,16 +183,16 @@ static CgKernel *k_sincos(int64_t n, int64_t inner)
   return kb_done(&b, "sincos");
 }
 
-/* flat y = exp(x), float32 (the inline vector expf of cg_vmath.h) */
-static CgKernel *k_exp(int64_t n)
+/* flat y = exp(x) or erf(x), float32 (the inline vector expf and erff of cg_vmath.h) */
+static CgKernel *k_math(int op, int64_t n)
 {
   int8_t d[2] = { TD_FLOAT32, TD_FLOAT32 };
   KB b = kb_new(2, d, 0, NULL, 1 << 14, n, 0);
   int ax = A(&b, 0, 0, NULL, 1), ay = A(&b, 1, 0, NULL, 1);
   PASS(&b);
-  ST(&b, ay, U(&b, RT_OP_EXP, TD_FLOAT32, LD(&b, ax, TD_FLOAT32)));
+  ST(&b, ay, U(&b, op, TD_FLOAT32, LD(&b, ax, TD_FLOAT32)));
   ENDP(&b);
-  return kb_done(&b, "exp");
+  return kb_done(&b, op == RT_OP_EXP ? "exp" : "erf");
 }
 
 /* every unary float op, one output buffer each; scalar: an int64 value forces a scalar pass */
@@ -426,6 +426,36 @@ static void t_exp(CgKernel *k, CgKernelFn fn)
   snprintf(why, sizeof why, "%lld values off by > 2 ulp; worst x=%a: got %a want %a", (long long)nbad, x[wi], y[wi], expf(x[wi]));
   report(worst <= 2, "float32 vector exp within 2 ulp of expf (dense sample of [-104, 89], specials)", why);
   fprintf(stderr, "vector expf: %lld values, max %lld ulp at x=%a\n", (long long)n, (long long)worst, x[wi]);
+  free(x); free(y);
+}
+
+/* vector erff against libm's erff, in ulps, on every float whose bit pattern
+** is a multiple of 613 (both signs: tiny, subnormal, the range edges), inf, NaN and the edges of the
+** fast path */
+static void t_erf(CgKernel *k, CgKernelFn fn)
+{
+  int64_t n = k->flat;
+  float *x = xmalloc(n * 4), *y = xmalloc(n * 4);
+  static const float sp[] = { INFINITY, -INFINITY, NAN, -NAN, 3.67306232f, 3.6730621f, -3.67306232f, 0x1p-40f,
+    0x1.fffffep-41f, -0x1p-40f, 0.0f, -0.0f, 1e-45f, 3.9192059f, 1e30f };
+  int64_t nsp = sizeof sp / sizeof sp[0];
+  for (int64_t i = 0; i < n; i++) x[i] = i < nsp ? sp[i] : u2f((uint32_t)(i / 2 * 613) | (i % 2 ? 0x80000000u : 0));
+  char *bufs[2] = { (char *)x, (char *)y };
+  cg_kernel_run(k, fn, bufs, NULL);
+  int64_t worst = 0, wi = 0, nbad = 0, n1 = 0;
+  for (int64_t i = 0; i < n; i++) {
+    float want = erff(x[i]);
+    int64_t e = isnan(want) ? (isnan(y[i]) ? 0 : INT64_MAX) : y[i] == want ? 0 : fabsf(y[i]) > 1 || signbit(y[i]) != signbit(want)
+              ? INT64_MAX : llabs((int64_t)(f2u(y[i]) & 0x7fffffff) - (int64_t)(f2u(want) & 0x7fffffff));
+    if (e > 6) nbad++;
+    if (e <= 1) n1++;
+    if (e > worst) { worst = e; wi = i; }
+  }
+  char why[200];
+  snprintf(why, sizeof why, "%lld values off by > 6 ulp; worst x=%a: got %a want %a", (long long)nbad, x[wi], y[wi], erff(x[wi]));
+  report(worst <= 6 && n1 > n * 9 / 10, "float32 vector erf within 6 ulp of erff, 90% within 1 (every 613th float, NaN, inf)", why);
+  fprintf(stderr, "vector erff: %lld values, max %lld ulp at x=%a, %.1f%% within 1 ulp\n", (long long)n, (long long)worst,
+          x[wi], 100.0 * (double)n1 / (double)n);
   free(x); free(y);
 }
 
@@ -732,10 +762,11 @@ int main(int argc, char **argv)
 {
   if (argc > 1 && !strcmp(argv[1], "bench")) return bench();
   const char *csrc = argc > 2 && !strcmp(argv[1], "csrc") ? argv[2] : NULL;
-  enum { KSIN, KEXP, KUN32, KUN64, KUNS, KBIN32, KBIN64, KBINS, KINT, KRED32, KRED64, KREDI, KSOFT, KSTR, KARG, KWH, KROW, KN };
+  enum { KSIN, KEXP, KERF, KUN32, KUN64, KUNS, KBIN32, KBIN64, KBINS, KINT, KRED32, KRED64, KREDI, KSOFT, KSTR, KARG, KWH, KROW, KN };
   CgKernel *ks[KN];
   ks[KSIN] = k_sincos(100003, 4096);
-  ks[KEXP] = k_exp(4000037);
+  ks[KEXP] = k_math(RT_OP_EXP, 4000037);
+  ks[KERF] = k_math(RT_OP_ERF, 2 * (0x7f800001 / 613 + 1));
   ks[KUN32] = k_unary(TD_FLOAT32, 0, 1003); ks[KUN64] = k_unary(TD_FLOAT64, 0, 1003); ks[KUNS] = k_unary(TD_FLOAT32, 1, 1003);
   ks[KBIN32] = k_binary(TD_FLOAT32, 0, 1003); ks[KBIN64] = k_binary(TD_FLOAT64, 0, 1003); ks[KBINS] = k_binary(TD_FLOAT32, 1, 1003);
   ks[KINT] = k_int(1003);
@@ -750,6 +781,7 @@ int main(int argc, char **argv)
   fprintf(stderr, "batch of %d kernels: %.1f ms\n", KN, now_ms() - t0);
   t_sincos(ks[KSIN], fns[KSIN]);
   t_exp(ks[KEXP], fns[KEXP]);
+  t_erf(ks[KERF], fns[KERF]);
   t_unary(ks[KUN32], fns[KUN32], TD_FLOAT32, "float32 vector");
   t_unary(ks[KUN64], fns[KUN64], TD_FLOAT64, "float64 vector");
   t_unary(ks[KUNS], fns[KUNS], TD_FLOAT32, "float32 scalar");
