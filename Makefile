@@ -27,6 +27,8 @@ $(B)/obj/%.o: %.c $(HDR)
 
 # elementwise kernels: no errno from libm so calls vectorize through libmvec
 $(B)/obj/runtime/rt_ew.o: CFLAGS += -fno-math-errno -fno-trapping-math
+# fused optimizer steps: the op-by-op formula's roundings exactly (no FMA contraction)
+$(B)/obj/runtime/rt_optim.o: CFLAGS += -fno-math-errno -fno-trapping-math -ffp-contract=off
 
 # -z nodelete: never unmapped once loaded; a host closing its Lua state (which
 # collects the FFI library object) must not pull the code from under the

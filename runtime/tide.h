@@ -207,6 +207,16 @@ TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *gr
                        int retain_graph, int create_graph);
 TD_API uint64_t td_version(const td_tensor *t);
 
+/* -- Fused optimizer updates (rt_optim.c) ---------------------------------------
+** One Adam/AdamW step of parameter p in place, with gradient g and state m, v
+** (and vmax for amsgrad, else NULL), all CPU, contiguous, of p's float dtype
+** and size; hp: the Lua numbers of the formula (optim.lua): 1 - lr*wd, wd, b1,
+** 1 - b1, b2, 1 - b2, sqrt(bias correction 2), eps, -lr / bias correction 1.
+** Returns 0, or 1 when the tensors do not fit (nothing is written). */
+enum { TD_ADAM_DECOUPLED = 1, TD_ADAM_MAXIMIZE = 2 };
+TD_API int td_adam_step(td_tensor *p, td_tensor *g, td_tensor *m, td_tensor *v, td_tensor *vmax,
+                        const double *hp, int flags);
+
 /* -- Compiled functions (jit/jit_compile.c) -------------------------------------
 ** A host traces a call between begin and end: every op in between is recorded
 ** (no kernels run) and its tensors are traced (no data). end looks the trace up

@@ -313,11 +313,15 @@ end
 local function adam_validate(name, g)
   nonneg(name, g, "lr", "learning rate"); nonneg(name, g, "eps", "epsilon value")
   check_betas(name, g); nonneg(name, g, "weight_decay", "weight_decay value")
+  if type(g.fused) ~= "boolean" then argerr(2, name, "fused must be a boolean, got " .. typename(g.fused)) end
 end
+
+-- the fused step (rt_optim.c) takes the formula's Lua numbers, computed as below
+local adam_hp = ffi.new("double[9]")
+local C = core.C
 
 local function adam_update(decoupled)
   return function(self, g, p, grad, st)
-    if g.maximize then grad = -grad end
     if st.step == nil then
       st.step = 0
       st.exp_avg = zeros(p)
@@ -326,6 +330,19 @@ local function adam_update(decoupled)
     end
     local beta1, beta2 = g.betas[1], g.betas[2]
     st.step = st.step + 1
+    -- eager CPU steps: one pass over p, grad and the state, same bits as below
+    -- (fused = false, or a traced step, runs the formula: tide.compile fuses it itself)
+    if g.fused and C.td_is_tracing() == 0 then
+      if g.amsgrad and st.max_exp_avg_sq == nil then st.max_exp_avg_sq = zeros(p) end
+      local h = adam_hp
+      h[0], h[1], h[2], h[3], h[4], h[5] = 1 - g.lr * g.weight_decay, g.weight_decay, beta1, 1 - beta1, beta2, 1 - beta2
+      h[6], h[7], h[8] = math.sqrt(1 - beta2 ^ st.step), g.eps, -(g.lr / (1 - beta1 ^ st.step))
+      if C.td_adam_step(p.p, grad.p, st.exp_avg.p, st.exp_avg_sq.p, g.amsgrad and st.max_exp_avg_sq.p or nil, h,
+          (decoupled and C.TD_ADAM_DECOUPLED or 0) + (g.maximize and C.TD_ADAM_MAXIMIZE or 0)) == 0 then
+        return
+      end
+    end
+    if g.maximize then grad = -grad end
     if decoupled then
       p:mul_(1 - g.lr * g.weight_decay)
     elseif g.weight_decay ~= 0 then
@@ -356,7 +373,7 @@ local function adam_class(name, wd)
   cls._update = adam_update(name == "AdamW")
   return setmetatable(cls, { __index = Optimizer, __call = function(c, params, opts)
     return make(c, name, { lr = 1e-3, betas = { 0.9, 0.999 }, eps = 1e-8, weight_decay = wd, amsgrad = false,
-      maximize = false }, adam_validate, params, opts)
+      maximize = false, fused = true }, adam_validate, params, opts)
   end })
 end
 optim.Adam = adam_class("Adam", 0)
