@@ -252,6 +252,7 @@ function Optimizer:load_state_dict(sd)
     local params = g.params
     for k in pairs(g) do g[k] = nil end
     for k, v in pairs(sd.param_groups[gi]) do if k ~= "params" then g[k] = copy(v) end end
+    for k, v in pairs(self.defaults) do if g[k] == nil then g[k] = copy(v) end end   -- options newer than the file
     g.params = params
   end
   self.state = new_state

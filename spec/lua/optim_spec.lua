@@ -241,6 +241,12 @@ describe("optimizers match PyTorch trajectories", function()
     end
     local w = tide.randn(3):requires_grad_()
     H.raises(function() tide.optim.Adam({ w }, { fused = 1 }) end, "fused must be a boolean, got number")
+    -- a state dict saved before the option existed loads with its default
+    local opt = tide.optim.AdamW({ w })
+    local sd = opt:state_dict()
+    sd.param_groups[1].fused = nil
+    opt:load_state_dict(sd)
+    assert.is_true(opt.param_groups[1].fused)
   end)
 end)
 
