@@ -234,9 +234,9 @@ const char *cg_vec_fname(const char *f, int lanes, char *buf, size_t n)
   return buf;
 }
 
-/* fname(args...) on a scalar or a vector: libm for scalars, libmvec for vectors;
-** lanewise: a function without a vector form (correctly rounded ones: sqrt,
-** floor, ...), called per lane on vectors */
+/* fname(args...) on a scalar or a vector: libm for scalars, libmvec for vectors
+** (float32 exp and erf: inline, cg_vmath.h); lanewise: a function without a
+** vector form (correctly rounded ones: sqrt, floor, ...), called per lane on vectors */
 static int w_math(W *w, const char *f, int n, const int *a, int lanewise)
 {
   int t = w->ty[a[0]];
