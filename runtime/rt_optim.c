@@ -12,7 +12,6 @@
 */
 #include "rt.h"
 #include <math.h>
-#include <string.h>
 
 typedef struct {
   char *p, *g, *m, *v, *vmax;

@@ -327,17 +327,20 @@ local function adam_update(decoupled)
       st.step = 0
       st.exp_avg = zeros(p)
       st.exp_avg_sq = zeros(p)
-      if g.amsgrad then st.max_exp_avg_sq = zeros(p) end
     end
+    if g.amsgrad and st.max_exp_avg_sq == nil then st.max_exp_avg_sq = zeros(p) end   -- also if turned on later
     local beta1, beta2 = g.betas[1], g.betas[2]
     st.step = st.step + 1
-    -- eager CPU steps: one pass over p, grad and the state, same bits as below
+    -- the formula's numbers, used by both paths below
+    local wd_mul = 1 - g.lr * g.weight_decay
+    local step_size = g.lr / (1 - beta1 ^ st.step)
+    local bc2_sqrt = math.sqrt(1 - beta2 ^ st.step)
+    -- eager CPU steps: one pass over p, grad and the state, same bits as the formula
     -- (fused = false, or a traced step, runs the formula: tide.compile fuses it itself)
     if g.fused and C.td_is_tracing() == 0 then
-      if g.amsgrad and st.max_exp_avg_sq == nil then st.max_exp_avg_sq = zeros(p) end
       local h = adam_hp
-      h[0], h[1], h[2], h[3], h[4], h[5] = 1 - g.lr * g.weight_decay, g.weight_decay, beta1, 1 - beta1, beta2, 1 - beta2
-      h[6], h[7], h[8] = math.sqrt(1 - beta2 ^ st.step), g.eps, -(g.lr / (1 - beta1 ^ st.step))
+      h[0], h[1], h[2], h[3], h[4], h[5] = wd_mul, g.weight_decay, beta1, 1 - beta1, beta2, 1 - beta2
+      h[6], h[7], h[8] = bc2_sqrt, g.eps, -step_size
       if C.td_adam_step(p.p, grad.p, st.exp_avg.p, st.exp_avg_sq.p, g.amsgrad and st.max_exp_avg_sq.p or nil, h,
           (decoupled and C.TD_ADAM_DECOUPLED or 0) + (g.maximize and C.TD_ADAM_MAXIMIZE or 0)) == 0 then
         return
@@ -345,20 +348,15 @@ local function adam_update(decoupled)
     end
     if g.maximize then grad = -grad end
     if decoupled then
-      p:mul_(1 - g.lr * g.weight_decay)
+      p:mul_(wd_mul)
     elseif g.weight_decay ~= 0 then
       grad = grad + p * g.weight_decay
     end
     -- temporaries are updated in place (one allocation each); same arithmetic as torch
     st.exp_avg:mul_(beta1):add_(grad * (1 - beta1))
     st.exp_avg_sq:mul_(beta2):add_((grad * (1 - beta2)):mul_(grad))
-    local bc1 = 1 - beta1 ^ st.step
-    local bc2 = 1 - beta2 ^ st.step
-    local step_size = g.lr / bc1
-    local bc2_sqrt = math.sqrt(bc2)
     local denom
     if g.amsgrad then
-      if st.max_exp_avg_sq == nil then st.max_exp_avg_sq = zeros(p) end
       st.max_exp_avg_sq:maximum_(st.exp_avg_sq)
       denom = st.max_exp_avg_sq:sqrt():div_(bc2_sqrt):add_(g.eps)
     else
