@@ -104,6 +104,7 @@ typedef struct CgKernel {
   int64_t cred, ctile, cblk;         /* column mode (cred > 0): reduction steps, columns per tile, steps per block */
   int32_t nscratch;                  /* column mode: the last nscratch buffers are scratch */
   int32_t nargs;                     /* run-time scalar args (double) */
+  int64_t ntrow;                     /* bytes a row stores through non-temporal stores (derived, not hashed) */
   int32_t nacc, nins;
   CgAccess *acc;                     /* malloc'd, owned by the kernel */
   CgIns *ins;
@@ -115,9 +116,21 @@ enum {
   CG_DIM_BLK,        /* column mode: cblk */
   CG_DIM_NBLK,       /* column mode: blocks, ceil(cred / cblk) */
   CG_DIM_UNITS,      /* column mode: phase-1 units, rows * blocks */
+  CG_DIM_NT,         /* 1: vector stores to the buffers cg_store_nt names bypass the cache */
   CG_NDIMS
 };
 void cg_kernel_dims(const CgKernel *k, int64_t dims[CG_NDIMS]);
+
+/* Non-temporal stores. When every element store of a row kernel is a
+** unit-stride float store whose rows start 64-byte aligned (offset and outer
+** strides), into a buffer the kernel does not read, each is printed twice: as
+** a normal store and as a store that bypasses the cache, chosen per call by
+** dims[CG_DIM_NT]. cg_kernel_run sets it when every such buffer's base is
+** 64-byte aligned and the call stores more than the last-level cache holds
+** (TIDE_NT_BYTES): the values could not stay cached for their reader anyway,
+** and a normal store first reads the line it writes (a third of the traffic
+** of y = f(x)). cg_kernel_finish sets ntrow. */
+bool cg_store_nt(const CgKernel *k, int acc);
 
 /* The compiled entry point. bufs[k] points at element 0 of buffer k. */
 typedef void (*CgKernelFn)(int64_t r0, int64_t r1, char **bufs, const double *args, const int64_t *dims);

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CG_FORMAT_VERSION 8   /* bump when the code printed for the same kernel IR changes */
+#define CG_FORMAT_VERSION 9   /* bump when the code printed for the same kernel IR changes */
 #define CG_MAX_SO (256 << 20)
 
 static pthread_mutex_t cg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -293,12 +293,38 @@ static void run_rows(void *ctx, int64_t r0, int64_t r1)
 static _Thread_local char *run_part;
 static _Thread_local size_t run_npart;
 
+/* Stores above this many bytes a call bypass the cache (cg.h, "Non-temporal
+** stores"): TIDE_NT_BYTES, default the last-level cache's size (8 MiB when
+** unknown). */
+static int64_t nt_bytes(void)
+{
+  static int64_t v = -1;
+  if (v < 0) {
+    const char *s = getenv("TIDE_NT_BYTES");
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    int64_t x = s && *s ? (int64_t)strtoll(s, NULL, 10) : l3 > 0 ? l3 : 8 << 20;
+    v = x < 0 ? 0 : x;
+  }
+  return v;
+}
+
+/* dims[CG_DIM_NT] of a row kernel's call: every buffer a non-temporal store
+** may write starts 64-byte aligned, and those stores write enough. */
+static int kernel_nt(const CgKernel *k, char **bufs, int64_t rows)
+{
+  if (k->ntrow <= 0 || (k->flat > 0 ? k->flat / k->inner : rows) * k->ntrow < nt_bytes()) return 0;
+  for (int i = 0; i < k->nins; i++)
+    if (k->ins[i].kind == CG_STORE && k->ins[i].level == 1 && (uintptr_t)bufs[k->acc[k->ins[i].acc].buf] % 64) return 0;
+  return 1;
+}
+
 int cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args)
 {
   int64_t rows = cg_kernel_rows(k), inner = k->inner > 0 ? k->inner : 1, dims[CG_NDIMS];
   cg_kernel_dims(k, dims);        /* this kernel's sizes, run-time arguments of its code */
   CgRun r = { fn, bufs, args, 0, dims };
   if (k->cred <= 0) {
+    dims[CG_DIM_NT] = kernel_nt(k, bufs, rows);
     rt_parallel_for(rows, (16384 + inner - 1) / inner, run_rows, &r);
     return 0;
   }

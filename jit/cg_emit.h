@@ -83,6 +83,11 @@ struct CgEmitter {
   ** element type, or a vector of it (an unaligned load of consecutive elements) */
   void (*emit_load)(CgEmitter *e, int v, int ty, int buf, int idx);
   void (*emit_store)(CgEmitter *e, int ty, int buf, int idx, int val);
+  /* a vector store that bypasses the cache (x86 vmovnt*: no read of the line
+  ** first, weakly ordered); idx must be aligned to the vector's size */
+  void (*emit_store_nt)(CgEmitter *e, int ty, int buf, int idx, int val);
+  /* orders the non-temporal stores before everything after it (sfence) */
+  void (*emit_fence)(CgEmitter *e);
   /* a hint: bring buffer buf's element idx into the cache (never faults);
   ** write: the line is about to be written (x86 prefetchw: owned, no second request) */
   void (*emit_prefetch)(CgEmitter *e, int buf, int idx, int write);
@@ -100,6 +105,12 @@ struct CgEmitter {
   void (*end_if)(CgEmitter *e);
   void (*comment)(CgEmitter *e, const char *text);
 };
+
+/* The asm of emit_store_nt, the same in both printers: the vector operand 2
+** at buffer pointer operand 0 + element index operand 1 (registers; libgccjit
+** 12 crashes on asm memory operands). Float buffers only (cg_store_nt). */
+static inline const char *cg_nt_asm(int ty)
+{ return ty == CT_VF64 ? "vmovntpd %2, (%0,%1,8)" : "vmovntps %2, (%0,%1,4)"; }
 
 /* Walk kernel k, driving emitter e. Returns 0 or a negative code with a message. */
 int cg_walk(const CgKernel *k, CgEmitter *e, int vlanes);

@@ -196,6 +196,26 @@ static void g_load(CgEmitter *e, int v, int ty, int buf, int idx)
 static void g_store(CgEmitter *e, int ty, int buf, int idx, int val)
 { GE *g = (GE *)e; gcc_jit_block_add_assignment(g->cur, NULL, g_elem(g, ty, buf, idx), R(g, val)); }
 
+/* non-temporal store and sfence: extended asm (libgccjit has no target
+** builtins; it also crashes on asm operands made with gcc_jit_lvalue_get_address) */
+static void g_store_nt(CgEmitter *e, int ty, int buf, int idx, int val)
+{
+  GE *g = (GE *)e;
+  gcc_jit_extended_asm *a = gcc_jit_block_add_extended_asm(g->cur, NULL, cg_nt_asm(ty));
+  gcc_jit_extended_asm_set_volatile_flag(a, 1);
+  gcc_jit_extended_asm_add_input_operand(a, NULL, "r", g->bufp[buf]);
+  gcc_jit_extended_asm_add_input_operand(a, NULL, "r", R(g, idx));
+  gcc_jit_extended_asm_add_input_operand(a, NULL, "v", R(g, val));
+  gcc_jit_extended_asm_add_clobber(a, "memory");
+}
+static void g_fence(CgEmitter *e)
+{
+  GE *g = (GE *)e;
+  gcc_jit_extended_asm *a = gcc_jit_block_add_extended_asm(g->cur, NULL, "sfence");
+  gcc_jit_extended_asm_set_volatile_flag(a, 1);
+  gcc_jit_extended_asm_add_clobber(a, "memory");
+}
+
 static void g_prefetch(CgEmitter *e, int buf, int idx, int write)
 {
   GE *g = (GE *)e;
@@ -309,8 +329,8 @@ static int g_end_kernel(CgEmitter *e)
 static void g_init(GE *g, int vl)
 {
   memset(g, 0, sizeof *g);
-  g->em = (CgEmitter){ g_begin_kernel, g_end_kernel, g_const, g_arg, g_dim, g_op, g_call, g_load, g_store, g_prefetch, g_var,
-                       g_assign, g_lane_get, g_lane_set, g_begin_loop, g_end_loop, g_begin_if, g_end_if, g_comment };
+  g->em = (CgEmitter){ g_begin_kernel, g_end_kernel, g_const, g_arg, g_dim, g_op, g_call, g_load, g_store, g_store_nt,
+                       g_fence, g_prefetch, g_var, g_assign, g_lane_get, g_lane_set, g_begin_loop, g_end_loop, g_begin_if, g_end_if, g_comment };
   g->vl = vl;
   gcc_jit_context *c = g->ctx = gcc_jit_context_acquire();
   gcc_jit_context_set_int_option(c, GCC_JIT_INT_OPTION_OPTIMIZATION_LEVEL, 3);

@@ -324,6 +324,26 @@ static CgKernel *k_softmax(int64_t R, int64_t C)
   return kb_done(&b, "softmax");
 }
 
+/* y = x - mean(x) and z = (x - mean(x)) * w over rows of C (64-byte rows:
+** every element store may bypass the cache) */
+static CgKernel *k_center(int64_t R, int64_t C)
+{
+  int8_t d[4] = { TD_FLOAT32, TD_FLOAT32, TD_FLOAT32, TD_FLOAT32 };
+  int64_t os[1] = { R }, xs[1] = { C };
+  KB b = kb_new(4, d, 1, os, C, 0, 0);
+  int ax = A(&b, 0, 0, xs, 1), ay = A(&b, 1, 0, xs, 1), az = A(&b, 2, 0, xs, 1), aw = A(&b, 3, 0, NULL, 1), f = TD_FLOAT32;
+  PASS(&b);
+  int s = RED(&b, RT_OP_SUM, f, LD(&b, ax, f));
+  ENDP(&b);
+  int m = B(&b, RT_OP_DIV, f, s, K(&b, f, (double)C));
+  PASS(&b);
+  int c = B(&b, RT_OP_SUB, f, LD(&b, ax, f), m);
+  ST(&b, ay, c);
+  ST(&b, az, B(&b, RT_OP_MUL, f, c, LD(&b, aw, f)));
+  ENDP(&b);
+  return kb_done(&b, "center");
+}
+
 /* out[i,j] = at[j*R + i] * bv[j] + c[i] over outer dims (2, R/2): strided, broadcast, hoisted loads */
 static CgKernel *k_strided(int64_t R, int64_t C)
 {
@@ -645,6 +665,40 @@ static void t_softmax(CgKernel *k, CgKernelFn fn)
   free(x); free(y); free(w);
 }
 
+/* Non-temporal stores (cg_test runs with TIDE_NT_BYTES=0: whenever the
+** buffers allow): the kernel takes them, its results are right with 64-byte
+** aligned buffers and with an output that is not (then it stores normally),
+** and kernels that read an output back or store strided do not take them. */
+static void t_nt(CgKernel *k, CgKernelFn fn, const CgKernel *soft, const CgKernel *strided)
+{
+  int64_t R = k->osize[0], C = k->inner;
+  char *src = cg_kernel_c_source(k);
+  report(k->ntrow == 2 * C * 4 && src && strstr(src, "vmovntps") && strstr(src, "sfence"),
+         "row kernel storing whole 64-byte rows prints non-temporal stores", src ? "no vmovntps / sfence" : "no C text");
+  free(src);
+  report(soft->ntrow == 0 && strided->ntrow == 0, "no non-temporal stores into a buffer read back or strided",
+         "ntrow set");
+  float *x = aligned_alloc(64, R * C * 4), *w = aligned_alloc(64, C * 4), *wy = xmalloc(R * C * 4), *wz = xmalloc(R * C * 4);
+  float *y = aligned_alloc(64, (R * C + 16) * 4), *z = aligned_alloc(64, R * C * 4);
+  for (int64_t i = 0; i < R * C; i++) x[i] = frand(-4, 4);
+  for (int64_t j = 0; j < C; j++) w[j] = frand(-1, 1);
+  for (int64_t r = 0; r < R; r++) {
+    float s = 0;
+    for (int64_t j = 0; j < C; j++) s += x[r * C + j];
+    float m = s / (float)C;
+    for (int64_t j = 0; j < C; j++) { wy[r * C + j] = x[r * C + j] - m; wz[r * C + j] = (x[r * C + j] - m) * w[j]; }
+  }
+  for (int shift = 0; shift <= 1; shift++) {
+    memset(y, 0, (R * C + 16) * 4); memset(z, 0, R * C * 4);
+    char *bufs[4] = { (char *)x, (char *)(y + shift), (char *)z, (char *)w };
+    cg_kernel_run(k, fn, bufs, NULL);
+    check_f(shift ? "centered rows, output not 64-byte aligned (normal stores)" : "centered rows through non-temporal stores",
+            y + shift, wy, R * C, 1e-4);
+    check_f(shift ? "scaled rows next to an unaligned output" : "scaled rows through non-temporal stores", z, wz, R * C, 1e-4);
+  }
+  free(x); free(w); free(wy); free(wz); free(y); free(z);
+}
+
 static void t_strided(CgKernel *k, CgKernelFn fn)
 {
   int64_t R = k->osize[0] * k->osize[1], C = k->inner;
@@ -761,8 +815,9 @@ static int bench(void)
 int main(int argc, char **argv)
 {
   if (argc > 1 && !strcmp(argv[1], "bench")) return bench();
+  setenv("TIDE_NT_BYTES", "0", 0);   /* every kernel that can store non-temporally does */
   const char *csrc = argc > 2 && !strcmp(argv[1], "csrc") ? argv[2] : NULL;
-  enum { KSIN, KEXP, KERF, KUN32, KUN64, KUNS, KBIN32, KBIN64, KBINS, KINT, KRED32, KRED64, KREDI, KSOFT, KSTR, KARG, KWH, KROW, KN };
+  enum { KSIN, KEXP, KERF, KUN32, KUN64, KUNS, KBIN32, KBIN64, KBINS, KINT, KRED32, KRED64, KREDI, KSOFT, KSTR, KARG, KWH, KROW, KNT, KN };
   CgKernel *ks[KN];
   ks[KSIN] = k_sincos(100003, 4096);
   ks[KEXP] = k_math(RT_OP_EXP, 4000037);
@@ -772,7 +827,7 @@ int main(int argc, char **argv)
   ks[KINT] = k_int(1003);
   ks[KRED32] = k_red(TD_FLOAT32, 37, 1001); ks[KRED64] = k_red(TD_FLOAT64, 37, 1001); ks[KREDI] = k_red_int(9, 333);
   ks[KSOFT] = k_softmax(64, 1000); ks[KSTR] = k_strided(6, 37); ks[KARG] = k_args(5000);
-  ks[KWH] = k_where(1003); ks[KROW] = k_rowonly(1000);
+  ks[KWH] = k_where(1003); ks[KROW] = k_rowonly(1000); ks[KNT] = k_center(67, 1040);
   CgKernelFn fns[KN], fns2[KN];
   double t0 = now_ms();
   int rc = cg_compile(ks, KN, fns);
@@ -797,6 +852,7 @@ int main(int argc, char **argv)
   t_args(ks[KARG], fns[KARG]);
   t_where(ks[KWH], fns[KWH]);
   t_rowonly(ks[KROW], fns[KROW]);
+  t_nt(ks[KNT], fns[KNT], ks[KSOFT], ks[KSTR]);
   t_threads(ks[KRED32], fns[KRED32]);
 
   CgStats s0, s1;
