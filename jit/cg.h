@@ -41,6 +41,16 @@
 ** value is an element value of the pass. An instruction that depends on t
 ** (through an access with rstride != 0) must not read a RED.
 **
+** Column sums in a row kernel (cred = 0, nscratch > 0): a CSUM adds an
+** element value into the partial sum of its column i for the block of rows
+** the row belongs to: scratch[r / blk][i], blocks of blk = dims[CG_DIM_BLK]
+** rows (at most CG_CSUM_BLK, by the row count only). cg_kernel_run zeroes the
+** scratch buffers, runs whole blocks per thread, then adds each column's
+** blocks in order (in double) and stores the sum at access acc (column i at
+** offset + i * istride): the same bits whatever the thread count.
+** layer_norm's dweight and dbias are summed this way inside the kernel that
+** computes its dx, instead of a second pass over x and the gradient.
+**
 ** Run-time sizes. A batch dim becomes the outermost row count osize[0], the
 ** flat element count, or column mode's cred (and with it cblk, the block
 ** count and the phase-1 unit count). The code reads none of these as
@@ -64,6 +74,8 @@ typedef enum {
   CG_STORE,      /* store operand a at access acc (converted to the buffer's dtype) */
   CG_PASS,       /* begins pass `pass` (the previous pass, if any, ends here) */
   CG_ENDPASS,    /* ends the current pass */
+  CG_CSUM,       /* row mode, element level: adds operand a to its column's partial sum (the
+                 ** n-th CSUM: the n-th scratch buffer; "Column sums in a row kernel"); stored at access acc */
   CG__MAX
 } CgKind;
 
@@ -91,6 +103,7 @@ typedef struct CgIns {
 #define CG_MAX_BUFS 64
 #define CG_MAX_SCRATCH 8                /* column mode: REDs per kernel */
 #define CG_MAX_CTILE 1024               /* column mode: columns per tile */
+#define CG_CSUM_BLK 256                 /* row mode column sums: rows per block, at most */
 
 typedef struct CgKernel {
   char name[64];                     /* k_<hint>_<hash>, set by cg_kernel_finish */
@@ -113,8 +126,8 @@ typedef struct CgKernel {
 /* Run-time sizes of a kernel (dims[], see "Run-time sizes" above). */
 enum {
   CG_DIM_N,          /* flat mode: flat; column mode: cred */
-  CG_DIM_BLK,        /* column mode: cblk */
-  CG_DIM_NBLK,       /* column mode: blocks, ceil(cred / cblk) */
+  CG_DIM_BLK,        /* column mode: cblk; row mode with column sums: rows per block */
+  CG_DIM_NBLK,       /* column mode: blocks, ceil(cred / cblk); row mode: ceil(rows / block) */
   CG_DIM_UNITS,      /* column mode: phase-1 units, rows * blocks */
   CG_DIM_NT,         /* 1: vector stores to the buffers cg_store_nt names bypass the cache */
   CG_NDIMS
@@ -126,8 +139,8 @@ void cg_kernel_dims(const CgKernel *k, int64_t dims[CG_NDIMS]);
 ** strides), into a buffer the kernel does not read, each is printed twice: as
 ** a normal store and as a store that bypasses the cache, chosen per call by
 ** dims[CG_DIM_NT]. cg_kernel_run sets it when every such buffer's base is
-** 64-byte aligned and the call stores more than the last-level cache holds
-** (TIDE_NT_BYTES): the values could not stay cached for their reader anyway,
+** 64-byte aligned and the call stores more than a last-level cache holds
+** (TIDE_NT_BYTES, 16 MiB): the values could not stay cached for their reader anyway,
 ** and a normal store first reads the line it writes (a third of the traffic
 ** of y = f(x)). cg_kernel_finish sets ntrow. */
 bool cg_store_nt(const CgKernel *k, int acc);

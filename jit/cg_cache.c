@@ -281,7 +281,7 @@ void cg_stats(CgStats *s)
 
 /* -- Run ---------------------------------------------------------------------------------- */
 
-typedef struct { CgKernelFn fn; char **bufs; const double *args; int64_t off; const int64_t *dims; } CgRun;
+typedef struct { CgKernelFn fn; char **bufs; const double *args; int64_t off; const int64_t *dims; int64_t rows; } CgRun;
 
 static void run_rows(void *ctx, int64_t r0, int64_t r1)
 {
@@ -289,20 +289,28 @@ static void run_rows(void *ctx, int64_t r0, int64_t r1)
   r->fn(r->off + r0, r->off + r1, r->bufs, r->args, r->dims);
 }
 
+/* row mode with column sums: whole blocks of rows */
+static void run_blocks(void *ctx, int64_t b0, int64_t b1)
+{
+  const CgRun *r = ctx;
+  int64_t blk = r->dims[CG_DIM_BLK], e = b1 * blk;
+  r->fn(b0 * blk, e < r->rows ? e : r->rows, r->bufs, r->args, r->dims);
+}
+
 /* column mode: the partials of every unit, grown on demand, kept per calling thread */
 static _Thread_local char *run_part;
 static _Thread_local size_t run_npart;
 
-/* Stores above this many bytes a call bypass the cache (cg.h, "Non-temporal
-** stores"): TIDE_NT_BYTES, default the last-level cache's size (8 MiB when
-** unknown). */
+/* Calls that store at least this many bytes bypass the cache (cg.h,
+** "Non-temporal stores"): TIDE_NT_BYTES, default 16 MiB, about what one
+** core complex's last-level cache holds. (sysconf's LLC size is no guide:
+** 320 MiB inside this machine's VM.) */
 static int64_t nt_bytes(void)
 {
   static int64_t v = -1;
   if (v < 0) {
     const char *s = getenv("TIDE_NT_BYTES");
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    int64_t x = s && *s ? (int64_t)strtoll(s, NULL, 10) : l3 > 0 ? l3 : 8 << 20;
+    int64_t x = s && *s ? (int64_t)strtoll(s, NULL, 10) : (int64_t)16 << 20;
     v = x < 0 ? 0 : x;
   }
   return v;
@@ -318,6 +326,45 @@ static int kernel_nt(const CgKernel *k, char **bufs, int64_t rows)
   return 1;
 }
 
+static int part_grow(const CgKernel *k, size_t need, int64_t n)
+{
+  if (need <= run_npart) return 0;
+  char *p = realloc(run_part, need);
+  if (!p) return rt_err(TD_ERR_NOMEM, "%s: out of memory for %lld partial results", k->name, (long long)n);
+  run_part = p; run_npart = need;
+  return 0;
+}
+
+/* A row kernel with column sums (cg.h): zeroed partials per block of rows,
+** whole blocks per thread, then each column's blocks added in order. */
+static int run_csums(const CgKernel *k, CgRun *r, char **bufs, int64_t rows, int64_t inner)
+{
+  int64_t blk = r->dims[CG_DIM_BLK], nblk = r->dims[CG_DIM_NBLK];
+  int ns = k->nscratch, nb = k->nbuf - ns;
+  size_t per = (size_t)(nblk * inner) * sizeof(double);
+  if (part_grow(k, per * (size_t)ns, nblk * inner)) return TD_ERR_NOMEM;
+  memset(run_part, 0, per * (size_t)ns);
+  char *b[CG_MAX_BUFS];
+  memcpy(b, bufs, sizeof *b * (size_t)nb);
+  for (int i = 0; i < ns; i++) b[nb + i] = run_part + (size_t)i * per;
+  r->bufs = b; r->rows = rows;
+  rt_parallel_for(nblk, (16384 + inner * blk - 1) / (inner * blk), run_blocks, r);
+  for (int i = 0, sb = nb; i < k->nins; i++) {
+    const CgIns *in = &k->ins[i];
+    if (in->kind != CG_CSUM) continue;
+    const CgAccess *a = &k->acc[in->acc];
+    const char *p = b[sb++];
+    bool f32 = in->dtype == TD_FLOAT32, o32 = k->buf_dtype[a->buf] == TD_FLOAT32;
+    for (int64_t c = 0; c < inner; c++) {
+      double s = 0;
+      for (int64_t q = 0; q < nblk; q++) s += f32 ? ((const float *)p)[q * inner + c] : ((const double *)p)[q * inner + c];
+      int64_t o = a->offset + c * a->istride;
+      if (o32) ((float *)bufs[a->buf])[o] = (float)s; else ((double *)bufs[a->buf])[o] = s;
+    }
+  }
+  return 0;
+}
+
 int cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args)
 {
   int64_t rows = cg_kernel_rows(k), inner = k->inner > 0 ? k->inner : 1, dims[CG_NDIMS];
@@ -325,18 +372,14 @@ int cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *a
   CgRun r = { fn, bufs, args, 0, dims };
   if (k->cred <= 0) {
     dims[CG_DIM_NT] = kernel_nt(k, bufs, rows);
+    if (k->nscratch > 0) return run_csums(k, &r, bufs, rows, inner);
     rt_parallel_for(rows, (16384 + inner - 1) / inner, run_rows, &r);
     return 0;
   }
   /* phase 1 folds (row, block) units into partials, phase 2 combines each row's */
   int64_t nblk = dims[CG_DIM_NBLK], n1 = dims[CG_DIM_UNITS], slot = k->ctile * 8;
   int ns = k->nscratch, nb = k->nbuf - ns;
-  size_t need = (size_t)(n1 * slot * ns);
-  if (need > run_npart) {
-    char *p = realloc(run_part, need);
-    if (!p) return rt_err(TD_ERR_NOMEM, "%s: out of memory for %lld partial results", k->name, (long long)n1);
-    run_part = p; run_npart = need;
-  }
+  if (part_grow(k, (size_t)(n1 * slot * ns), n1)) return TD_ERR_NOMEM;
   char *b[CG_MAX_BUFS];
   memcpy(b, bufs, sizeof *b * (size_t)nb);
   for (int i = 0; i < ns; i++) b[nb + i] = run_part + (size_t)(i * n1 * slot);

@@ -49,6 +49,7 @@ typedef struct {
   int hi, hm;             /* element index var, tail lane count */
   int dim[CG_NDIMS];      /* run-time sizes (cg.h): handles of dims[] */
   int pf;                 /* a row kernel of several passes: pass 1 prefetches the next row */
+  int cs;                 /* column sums (CG_CSUM): this row's block's first partial (I64), or -1 */
   int nt;                 /* BOOL handle: dims[CG_DIM_NT] (stores cg_store_nt names bypass the cache), or -1 */
   int rc;
 } W;
@@ -532,6 +533,28 @@ static void w_store(W *w, const CgIns *in)
   }
 }
 
+/* part[i] += a for the element's column i in this row block's partial sums
+** (scratch buffer in->b, in->dtype) */
+static void w_csum(W *w, const CgIns *in)
+{
+  CgEmitter *E = w->e;
+  int b = w->k->nbuf - w->k->nscratch, et = in->dtype, v = opnd(w, in->a);
+  for (const CgIns *p = w->k->ins; p < in; p++) b += p->kind == CG_CSUM;
+  if (w->mode == MODE_ROW || w->cs < 0) { w->rc = cg_nyi(w->k, RT_OP_SUM, et, "column sum outside a row pass"); return; }
+  if (w->mode != MODE_VTAIL) {              /* one vector, or one element */
+    int T = w->mode == MODE_VMAIN ? w_tyof(w, et) : et, idx = op2(w, CT_I64, CG_E_ADD, w->cs, w->hi), old = w_new(w, T);
+    E->emit_load(E, old, T, b, idx);
+    E->emit_store(E, T, b, idx, op2(w, T, CG_E_ADD, old, w_conv(w, v, T)));
+    return;
+  }
+  int tmp = var(w, w_tyof(w, et), w_conv(w, v, w_tyof(w, et))), j = var(w, CT_I64, hci(w, CT_I64, 0));
+  E->begin_loop(E, j, j, w->hm, 1);
+  int idx = op2(w, CT_I64, CG_E_ADD, w->cs, op2(w, CT_I64, CG_E_ADD, w->hi, j)), old = w_new(w, et);
+  E->emit_load(E, old, et, b, idx);
+  E->emit_store(E, et, b, idx, op2(w, et, CG_E_ADD, old, lane_get(w, tmp, j)));
+  E->end_loop(E);
+}
+
 /* -- Instructions -------------------------------------------------------------------- */
 
 static void w_ins(W *w, int i, int *accv, int lmask)
@@ -541,6 +564,7 @@ static void w_ins(W *w, int i, int *accv, int lmask)
   switch (in->kind) {
   case CG_LOAD: dst[i] = w_load(w, in); break;
   case CG_STORE: w_store(w, in); break;
+  case CG_CSUM: w_csum(w, in); break;
   case CG_ALU: dst[i] = w_alu(w, in); break;
   case CG_RED: {
     if (w->mode == MODE_ROW) { w->rc = cg_nyi(w->k, in->op, in->dtype, "row-level reduction"); break; }
@@ -828,7 +852,7 @@ static int w_pass(W *w, int s, int n)
 int cg_walk(const CgKernel *k, CgEmitter *E, int vlanes)
 {
   W w0 = { 0 }, *w = &w0;
-  w->k = k; w->e = E; w->vl = vlanes; w->mode = MODE_ROW; w->nt = -1;
+  w->k = k; w->e = E; w->vl = vlanes; w->mode = MODE_ROW; w->nt = -1; w->cs = -1;
   int rc = E->begin_kernel(E, k, vlanes);
   if (rc) return rc;
   w_new(w, CT_I64); w_new(w, CT_I64);     /* r0, r1 */
@@ -850,9 +874,15 @@ int cg_walk(const CgKernel *k, CgEmitter *E, int vlanes)
   }
   for (int i = 0; i < k->nacc; i++)
     if (k->acc[i].buf < 0 || k->acc[i].buf >= k->nbuf) { w->rc = cg_nyi(k, -1, -1, "access to a missing buffer"); goto done; }
+  for (int i = 0, ncs = 0; i < k->nins; i++)
+    if (k->ins[i].kind == CG_CSUM && (k->cred > 0 || ++ncs > k->nscratch || k->ins[i].acc < 0 || k->ins[i].acc >= k->nacc)) {
+      w->rc = cg_nyi(k, RT_OP_SUM, k->ins[i].dtype, "column sum without its scratch buffer or output");
+      goto done;
+    }
   for (int d = 0; d < CG_NDIMS; d++) {     /* run-time sizes: read once */
     w->dim[d] = -1;
-    if (d == CG_DIM_N ? k->flat > 0 || k->cred > 0 : k->cred > 0) { w->dim[d] = w_new(w, CT_I64); E->emit_dim(E, w->dim[d], d); }
+    bool used = d == CG_DIM_N ? k->flat > 0 || k->cred > 0 : k->cred > 0 || (d == CG_DIM_BLK && k->nscratch > 0);
+    if (used) { w->dim[d] = w_new(w, CT_I64); E->emit_dim(E, w->dim[d], d); }
   }
   if (k->cred > 0) { w_ckernel(w); goto done; }   /* column mode */
   for (int i = 0; i < k->nins && w->nt < 0; i++)
@@ -886,6 +916,8 @@ int cg_walk(const CgKernel *k, CgEmitter *E, int vlanes)
     }
     w->base[a] = b;
   }
+  if (k->nscratch > 0)                      /* column sums: the slot of this row's block */
+    w->cs = op2(w, CT_I64, CG_E_MUL, op2(w, CT_I64, CG_E_DIV, r, w->dim[CG_DIM_BLK]), hci(w, CT_I64, k->inner));
   int n = hci(w, CT_I64, k->inner);
   if (k->flat > 0) {
     int t = op2(w, CT_I64, CG_E_SUB, w->dim[CG_DIM_N], op2(w, CT_I64, CG_E_MUL, r, n));
@@ -928,6 +960,12 @@ void cg_kernel_dims(const CgKernel *k, int64_t dims[CG_NDIMS])
   dims[CG_DIM_N] = k->flat > 0 ? k->flat : k->cred;
   dims[CG_DIM_BLK] = k->cblk;
   dims[CG_DIM_NBLK] = nblk;
+  if (k->cred <= 0 && k->nscratch > 0) {   /* row mode column sums: about 16 blocks, by the row count only */
+    int64_t rows = cg_kernel_rows(k), b = (rows + 15) / 16;
+    b = b < 1 ? 1 : b > CG_CSUM_BLK ? CG_CSUM_BLK : b;
+    dims[CG_DIM_BLK] = b;
+    dims[CG_DIM_NBLK] = (rows + b - 1) / b;
+  }
   dims[CG_DIM_UNITS] = k->cred > 0 ? cg_kernel_rows(k) * nblk : 0;
   dims[CG_DIM_NT] = 0;
 }

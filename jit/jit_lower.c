@@ -136,7 +136,7 @@ static int lower_emit(Lower *L, CgIns ci, int elem)
   }
   int seg = elem ? L->cur : -1;
   ci.level = (int8_t)(elem ? 1 : 0);
-  if (ci.kind != CG_RED && ci.kind != CG_STORE)
+  if (ci.kind != CG_RED && ci.kind != CG_STORE && ci.kind != CG_CSUM)
     for (int i = L->nins - 1; i >= 0; i--) {
       const LIns *x = &L->ins[i];
       if (x->seg == seg && x->c.kind == ci.kind && x->c.op == ci.op && x->c.dtype == ci.dtype &&
@@ -725,6 +725,47 @@ static int lower_root_map(Lower *L, const LAnchor *an, const JitIns *r0, LMap *m
   return 0;
 }
 
+/* A stored sum whose input is the anchor's space, reduced over exactly its
+** row dims (layer_norm's dweight and dbias beside its mean and variance):
+** its column partials accumulate in this row kernel's store pass (CG_CSUM,
+** cg.h). Returns 0 when root ref is not one (the caller maps it as a value),
+** else 1 (lowered, or L->failed). */
+static int lower_csum(Lower *L, const LAnchor *an, JitRef ref)
+{
+  const JitTrace *t = L->t;
+  const JitIns *r = &t->ins[ref];
+  if (L->col || an->red < 0 || L->c->cls[ref] != JIT_SC_RED || r->op != RT_OP_SUM || !rt_is_float(r->cdtype) ||
+      !rt_is_float(r->dtype) || L->nout < 1)
+    return 0;
+  const JitView *v = jit_arg(t, r, 0);
+  if (v->ndim != an->nd || memcmp(v->sizes, an->sh, sizeof(int64_t) * (size_t)an->nd) != 0) return 0;
+  uint32_t mask = jit_red_mask(r, v->ndim);
+  int64_t cs[TD_MAX_DIMS];
+  lower_contig(r, cs);
+  LMap im;
+  LAddr a;
+  memset(&im, 0, sizeof im); memset(&a, 0, sizeof a);
+  im.nd = v->ndim;
+  int k = 0, nred = 0;
+  for (int d = 0; d < v->ndim; d++) {
+    bool red = mask >> d & 1;
+    int od = !red || r->attrs.keepdim ? k++ : -1;
+    if (an->sh[d] == 1) continue;
+    int vd = an->vd[d];
+    if (vd < 0 || red != (vd < L->nout)) return 0;   /* rows summed, columns kept */
+    im.coef[d][vd] = 1;
+    if (red) nred++; else a.coef[vd] += cs[od];
+  }
+  if (k != r->ndim || nred == 0) return 0;
+  int x = lower_cast(L, lower_operand(L, r, 0, &im), r->cdtype);
+  int acc = x < 0 ? -1 : lower_access(L, ref, &a, 1);
+  if (acc < 0) return 1;
+  lower_emit(L, (CgIns){ .kind = CG_CSUM, .op = RT_OP_SUM, .dtype = (int8_t)r->cdtype, .a = x, .b = -1, .c = -1, .acc = acc }, 1);
+  L->out->nred++;
+  lower_note(L, ref);
+  return 1;
+}
+
 /* -- Finishing: coalesce dims, order instructions, build the CgKernel ---------------------- */
 
 static bool lower_can_merge(const Lower *L, int a, int b)
@@ -862,7 +903,16 @@ static int lower_finish(Lower *L, JitRef anchor_red)
   }
   k->nins = n;
   free(newi);
-  return L->col ? lower_col_kernel(L, k) : 0;
+  if (L->col) return lower_col_kernel(L, k);
+  for (int i = 0; i < k->nins; i++) {      /* a scratch buffer of partials per column sum, in order */
+    CgIns *in = &k->ins[i];
+    if (in->kind != CG_CSUM) continue;
+    if (k->nscratch >= CG_MAX_SCRATCH || k->nbuf >= CG_MAX_BUFS || in->level != 1)
+      return LW_FAIL(L, L->roots[L->nroots - 1], L->nroots > 1 ? JIT_LF_NOMERGE : JIT_LF_EAGER);
+    k->buf_dtype[k->nbuf++] = in->dtype;
+    k->nscratch++;
+  }
+  return 0;
 }
 
 /* The executor may give a write the buffer of its old version (in place):
@@ -936,6 +986,7 @@ static int lower_group(const JitSchedCtx *c, const JitRef *roots, int n, JitLowe
   for (int i = 0; i < n && !L.failed; i++) {
     const JitIns *r = &c->t->ins[roots[i]];
     LMap m;
+    if (i > 0 && lower_csum(&L, &an, roots[i])) continue;
     if (lower_root_map(&L, &an, r, &m)) {
       LW_FAIL(&L, i ? roots[i] : an.red, i ? JIT_LF_NOMERGE : JIT_LF_MAT);
       break;

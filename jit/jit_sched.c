@@ -62,6 +62,7 @@ typedef struct SGroup {
 typedef struct Sched {
   JitSchedCtx c;
   int32_t *nuse, *lastuse, *stepof;
+  uint8_t *csum;                 /* column sums that may join a row kernel over their input (sched_csum) */
   SGroup *g; int ng, gcap;
   int changed;
 } Sched;
@@ -121,6 +122,37 @@ static bool sched_red_eager(const JitTrace *t, const JitIns *r)
   return last >= 0 && !(mask >> last & 1);
 }
 
+/* A column sum (reduced dims first, columns kept) of a space some row
+** reduction also reduces (its kept dims reduced there, its reduced dims kept):
+** layer_norm's dweight and dbias next to its mean and variance. It gets a
+** buffer of its own, so that it is a root that may join that row kernel as
+** column partials (jit_lower.c lower_csum) whether or not it shares a load
+** with it; when it cannot, it is a column kernel as before. */
+static bool sched_csum(const JitTrace *t, const uint8_t *cls, JitRef i)
+{
+  const JitIns *r = &t->ins[i];
+  if (cls[i] != JIT_SC_RED || r->op != RT_OP_SUM || !jit_red_col(t, r)) return false;
+  const JitView *v = jit_arg(t, r, 0);
+  uint32_t mask = jit_red_mask(r, v->ndim);
+  bool kept = false;
+  for (int d = 0; d < v->ndim; d++) {
+    if (v->sizes[d] == 1) continue;
+    if ((mask >> d & 1) && kept) return false;   /* no kept dim before a reduced one */
+    kept |= !(mask >> d & 1);
+  }
+  for (int j = 0; j < t->nins; j++) {
+    const JitIns *q = &t->ins[j];
+    if ((cls[j] != JIT_SC_RED && cls[j] != JIT_SC_ROW) || j == i) continue;
+    const JitView *u = jit_arg(t, q, 0);
+    if (u->ndim != v->ndim || memcmp(u->sizes, v->sizes, sizeof(int64_t) * (size_t)v->ndim) != 0) continue;
+    uint32_t qm = jit_red_mask(q, u->ndim);
+    bool comp = true;
+    for (int d = 0; d < v->ndim && comp; d++) comp = v->sizes[d] == 1 || (qm >> d & 1) != (mask >> d & 1);
+    if (comp) return true;
+  }
+  return false;
+}
+
 static void sched_set_mat(Sched *s, JitRef ref)
 {
   /* wrapped numbers never get a buffer: eager steps take their values */
@@ -170,6 +202,8 @@ static int sched_init(Sched *s)
     if (s->c.cls[i] == JIT_SC_EAGER) sched_make_eager(s, i);
     if (cls == JIT_SC_EW && s->nuse[i] > SCHED_MAXUSE) s->c.mat[i] = 1;
   }
+  for (int i = 0; i < n; i++)
+    if ((s->csum[i] = sched_csum(t, s->c.cls, i))) sched_set_mat(s, i);
   /* expression size: ops a kernel recomputes to inline i */
   int32_t *cost = calloc((size_t)n, sizeof *cost);
   if (!cost) return TD_ERR_NOMEM;
@@ -320,7 +354,9 @@ static int sched_try_merge(Sched *s, JitRef r, JitLowered *one)
     seen++;
     /* related work, or two pointwise loops over the same flat range */
     bool flat = one->k->flat > 0 && g->low.k->flat == one->k->flat;
-    if ((!flat && !sched_shares(one, g)) || !sched_deps_ok(s, one, gi)) continue;
+    /* a column sum joins row kernels only (as partials), related or not */
+    if (s->csum[r] && (g->low.k->cred > 0 || g->low.k->flat > 0 || g->low.nred == 0)) continue;
+    if ((!flat && !s->csum[r] && !sched_shares(one, g)) || !sched_deps_ok(s, one, gi)) continue;
     if (sched_push_root(g, r)) return TD_ERR_NOMEM;
     JitLowered m;
     int rc = jit_lower_group(&s->c, g->roots, g->nroots, &m);
@@ -429,8 +465,10 @@ static void sched_text_kernel(SText *b, const JitTrace *t, const SGroup *g, cons
   } else {
     sched_printf(b, " (");
     for (int d = 0; d < k->nouter; d++) sched_printf(b, "%s%lld", d ? "x" : "", (long long)k->osize[d]);
-    sched_printf(b, "%s rows x %lld, %d pass%s)\n", k->nouter ? "" : "1", (long long)k->inner, npass,
-                 npass == 1 ? "" : "es");
+    sched_printf(b, "%s rows x %lld, %d pass%s", k->nouter ? "" : "1", (long long)k->inner, npass, npass == 1 ? "" : "es");
+    for (int i = 0, n = 0; i < k->nins; i++)   /* column sums accumulated as partials per block of rows */
+      if (k->ins[i].kind == CG_CSUM) sched_printf(b, "%s %%%d", n++ ? "," : ", column sums of", l->bufs[k->acc[k->ins[i].acc].buf]);
+    sched_printf(b, ")\n");
   }
 }
 
@@ -483,8 +521,9 @@ JitPlan *jit_schedule(JitTrace *t)
   s.nuse = calloc((size_t)n + 1, sizeof *s.nuse);
   s.lastuse = calloc((size_t)n + 1, sizeof *s.lastuse);
   s.stepof = calloc((size_t)n + 1, sizeof *s.stepof);
+  s.csum = calloc((size_t)n + 1, 1);
   int rc = TD_ERR_NOMEM;
-  if (!s.c.cls || !s.c.mat || !s.nuse || !s.lastuse || !s.stepof) goto done;
+  if (!s.c.cls || !s.c.mat || !s.nuse || !s.lastuse || !s.stepof || !s.csum) goto done;
   if ((rc = sched_init(&s)) || (rc = sched_write_hazards(&s))) goto done;
   for (int round = 0;; round++) {
     if ((rc = sched_round(&s))) goto done;
@@ -496,7 +535,7 @@ JitPlan *jit_schedule(JitTrace *t)
 done:
   if (rc == TD_ERR_NOMEM) rt_err(rc, "compile: out of memory while scheduling");
   sched_groups_free(&s);
-  free(s.g); free(s.c.cls); free(s.c.mat); free(s.nuse); free(s.lastuse); free(s.stepof);
+  free(s.g); free(s.c.cls); free(s.c.mat); free(s.nuse); free(s.lastuse); free(s.stepof); free(s.csum);
   return p;
 }
 
