@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CG_FORMAT_VERSION 9   /* bump when the code printed for the same kernel IR changes */
+#define CG_FORMAT_VERSION 10  /* bump when the code printed for the same kernel IR changes */
 #define CG_MAX_SO (256 << 20)
 
 static pthread_mutex_t cg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -341,12 +341,17 @@ static int run_csums(const CgKernel *k, CgRun *r, char **bufs, int64_t rows, int
 {
   int64_t blk = r->dims[CG_DIM_BLK], nblk = r->dims[CG_DIM_NBLK];
   int ns = k->nscratch, nb = k->nbuf - ns;
-  size_t per = (size_t)(nblk * inner) * sizeof(double);
-  if (part_grow(k, per * (size_t)ns, nblk * inner)) return TD_ERR_NOMEM;
-  memset(run_part, 0, per * (size_t)ns);
+  /* each sum's partials 1 KiB further modulo 4 KiB than the last, and off the
+  ** page offsets of rows: a load whose address matches a pending store's in
+  ** its low 12 bits waits for it (4K aliasing; the partials' loop ran ~2x
+  ** slower with every stream at the same offset) */
+  size_t per = ((size_t)(nblk * inner) * sizeof(double) + 4095) / 4096 * 4096 + 1024;
+  if (part_grow(k, 4096 + 512 + per * (size_t)ns, nblk * inner)) return TD_ERR_NOMEM;
+  char *base = (char *)(((uintptr_t)run_part + 4095) & ~(uintptr_t)4095) + 512;
+  memset(base, 0, per * (size_t)ns);
   char *b[CG_MAX_BUFS];
   memcpy(b, bufs, sizeof *b * (size_t)nb);
-  for (int i = 0; i < ns; i++) b[nb + i] = run_part + (size_t)i * per;
+  for (int i = 0; i < ns; i++) b[nb + i] = base + (size_t)i * per;
   r->bufs = b; r->rows = rows;
   rt_parallel_for(nblk, (16384 + inner * blk - 1) / (inner * blk), run_blocks, r);
   for (int i = 0, sb = nb; i < k->nins; i++) {

@@ -408,11 +408,52 @@ static int lower_red_inmap(Lower *L, JitRef ref, const LMap *om, LMap *im)
 
 /* One pass: RED(op, acc dtype) of f(x) where x = r's input at im. f: 0 id,
 ** 1 square, 2 |x|, 3 |x|^p, 4 x != 0, 5 exp(x - c), 6 (x - c)^2. */
+/* For a sum of r's input (view *v at map *m): peel factors that are constant
+** along the reduction, sum(c * y) = c * sum(y), sum(-y) = -sum(y), on inlined
+** products. Sets *v and *m to y's view and map and returns the row value c
+** (or -1: none), *neg for a negation. The pass then reads fewer values and
+** may run earlier: layer_norm backward's sum(g w rstd) joins the mean's pass
+** (4 passes -> 3). */
+static int lower_sum_factor(Lower *L, const JitView **v, LMap *m, bool *neg)
+{
+  const JitTrace *t = L->t;
+  int fac = -1;
+  *neg = false;
+  for (;;) {
+    JitRef q = (*v)->root;
+    const JitIns *qi = &t->ins[q];
+    if (L->c->cls[q] != JIT_SC_EW || (L->c->mat[q] && !lower_is_root(L, q)) || qi->dtype != qi->cdtype ||
+        !rt_is_float(qi->dtype) || (qi->op != RT_OP_MUL && qi->op != RT_OP_NEG))
+      return fac;
+    LAddr a;
+    LMap qm;
+    lower_view_addr(*v, m, &a);
+    if (lower_decompose(L, qi, &a, &qm)) return fac;
+    if (qi->op == RT_OP_NEG) { *neg = !*neg; *v = jit_arg(t, qi, 0); *m = qm; continue; }
+    bool row[2];
+    for (int k = 0; k < 2; k++) {
+      const JitView *o = jit_arg(t, qi, k);
+      lower_view_addr(o, &qm, &a);
+      row[k] = L->c->cls[o->root] == JIT_SC_SCALAR || lower_inner_free(L, a.coef);
+    }
+    if (row[0] == row[1]) return fac;
+    int k = row[0] ? 0 : 1;
+    int c = lower_cast(L, lower_view(L, jit_arg(t, qi, k), &qm), qi->cdtype);
+    if (c < 0) return fac;
+    fac = fac < 0 ? c : lower_bin(L, RT_OP_MUL, qi->cdtype, fac, c);
+    *v = jit_arg(t, qi, 1 - k); *m = qm;
+  }
+}
+
 static int lower_pass(Lower *L, const JitIns *r, const LMap *im, int op, int adt, int f, int c, double p)
 {
   int prev = lower_seg_open(L);
   if (L->failed) return -1;
-  int x = lower_operand(L, r, 0, im), y = -1;
+  const JitView *v = jit_arg(L->t, r, 0);
+  LMap vm = *im;
+  bool neg = false;
+  int fac = op == RT_OP_SUM && f == 0 ? lower_sum_factor(L, &v, &vm, &neg) : -1;
+  int x = lower_view(L, v, &vm), y = -1;
   bool native = op == RT_OP_MAX || op == RT_OP_MIN;
   int xdt = native && f == 0 ? (x >= 0 ? lower_dt(L, x) : 0) : rt_is_float(r->cdtype) ? r->cdtype : TD_INT64;
   x = lower_cast(L, x, xdt);
@@ -428,6 +469,8 @@ static int lower_pass(Lower *L, const JitIns *r, const LMap *im, int op, int adt
   int red = y < 0 ? -1 : lower_emit(L, (CgIns){ .kind = CG_RED, .op = (int16_t)op, .dtype = (int8_t)adt,
                                                 .a = lower_cast(L, y, adt), .b = -1, .c = -1 }, 1);
   lower_seg_close(L, prev);
+  if (red >= 0 && fac >= 0) red = lower_bin(L, RT_OP_MUL, adt, red, lower_cast(L, fac, adt));
+  if (red >= 0 && neg) red = lower_un(L, RT_OP_NEG, adt, red);
   return red;
 }
 
