@@ -202,8 +202,8 @@ static int sched_init(Sched *s)
     if (s->c.cls[i] == JIT_SC_EAGER) sched_make_eager(s, i);
     if (cls == JIT_SC_EW && s->nuse[i] > SCHED_MAXUSE) s->c.mat[i] = 1;
   }
-  for (int i = 0; i < n; i++)
-    if ((s->csum[i] = sched_csum(t, s->c.cls, i))) sched_set_mat(s, i);
+  for (int i = 0; i < n; i++)       /* 2: the buffer is only for that (sched_csum_undo) */
+    if (sched_csum(t, s->c.cls, i)) { s->csum[i] = s->c.mat[i] ? 1 : 2; s->c.mat[i] = 1; }
   /* expression size: ops a kernel recomputes to inline i */
   int32_t *cost = calloc((size_t)n, sizeof *cost);
   if (!cost) return TD_ERR_NOMEM;
@@ -423,6 +423,31 @@ static int sched_round(Sched *s)
   return 0;
 }
 
+/* Column sums that joined no row kernel are inlined again where they were
+** (their consumer's column kernel, as before sched_csum): no extra buffer and
+** kernel for them. Returns 1 when it changed a decision (the caller rebuilds;
+** flags only clear, so the rounds still end). */
+static int sched_csum_undo(Sched *s)
+{
+  const JitTrace *t = s->c.t;
+  int changed = 0;
+  for (int i = 0; i < t->nins; i++) {
+    if (!s->csum[i] || s->stepof[i] < 0) continue;
+    const SGroup *g = &s->g[s->stepof[i]];
+    bool fused = false;
+    if (g->kind == JIT_STEP_KERNEL && g->low.k && g->low.k->cred <= 0)
+      for (int j = 0; j < g->low.k->nins && !fused; j++) {
+        const CgIns *in = &g->low.k->ins[j];
+        fused = in->kind == CG_CSUM && g->low.bufs[g->low.k->acc[in->acc].buf] == i;
+      }
+    if (fused) continue;
+    if (s->csum[i] == 2) s->c.mat[i] = 0;
+    s->csum[i] = 0;
+    changed = 1;
+  }
+  return changed;
+}
+
 /* -- The plan -------------------------------------------------------------------------- */
 
 typedef struct SText { char *p; size_t n, cap; int err; } SText;
@@ -527,6 +552,8 @@ JitPlan *jit_schedule(JitTrace *t)
   if ((rc = sched_init(&s)) || (rc = sched_write_hazards(&s))) goto done;
   for (int round = 0;; round++) {
     if ((rc = sched_round(&s))) goto done;
+    if (!s.changed && sched_csum_undo(&s) && !(rc = sched_write_hazards(&s))) continue;
+    if (rc) goto done;
     if (!s.changed) break;
     if (round > 2 * n + 8) { rc = rt_err(TD_ERR_STATE, "compile: the scheduler did not converge"); goto done; }
   }
