@@ -212,6 +212,12 @@ static void c_store_nt(CgEmitter *e, int ty, int buf, int idx, int val)
   line(c, "__asm__ volatile(\"%s\" :: \"r\"(p%d), \"r\"(%s), \"v\"(%s) : \"memory\");", cg_nt_asm(ty), buf, nm(c, idx),
        nm(c, val));
 }
+static void c_row_array(CgEmitter *e, int slot, int ty, int64_t n)
+{
+  CE *c = (CE *)e;
+  line(c, "%s row%d[%lld] __attribute__((aligned(64)));", c_tyname[ty], slot, (long long)n);
+  line(c, "%s *p%d = row%d;", c_tyname[ty], slot, slot);
+}
 static void c_fence(CgEmitter *e) { line((CE *)e, "__asm__ volatile(\"sfence\" ::: \"memory\");"); }
 
 static void c_var(CgEmitter *e, int v, int ty, int init)
@@ -278,7 +284,7 @@ static void c_init(CE *c)
 {
   memset(c, 0, sizeof *c);
   c->em = (CgEmitter){ c_begin_kernel, c_end_kernel, c_const, c_arg, c_dim, c_op, c_call, c_load, c_store, c_store_nt,
-                       c_fence, c_prefetch, c_var, c_assign, c_lane_get, c_lane_set, c_begin_loop, c_end, c_begin_if, c_end, c_comment };
+                       c_fence, c_row_array, c_prefetch, c_var, c_assign, c_lane_get, c_lane_set, c_begin_loop, c_end, c_begin_if, c_end, c_comment };
 }
 static void c_free(CE *c)
 {

@@ -88,6 +88,9 @@ struct CgEmitter {
   void (*emit_store_nt)(CgEmitter *e, int ty, int buf, int idx, int val);
   /* orders the non-temporal stores before everything after it (sfence) */
   void (*emit_fence)(CgEmitter *e);
+  /* a local array of n elements of scalar type ty, 64-byte aligned, usable
+  ** from here on as buffer `slot` (CG_MAX_BUFS + the buffer it stands for) */
+  void (*emit_row_array)(CgEmitter *e, int slot, int ty, int64_t n);
   /* a hint: bring buffer buf's element idx into the cache (never faults);
   ** write: the line is about to be written (x86 prefetchw: owned, no second request) */
   void (*emit_prefetch)(CgEmitter *e, int buf, int idx, int write);

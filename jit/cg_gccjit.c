@@ -42,7 +42,7 @@ typedef struct {
   gcc_jit_rvalue **rv;
   gcc_jit_lvalue **lv;
   int *ty, cap;
-  gcc_jit_rvalue *bufp[CG_MAX_BUFS], *args, *dims;
+  gcc_jit_rvalue *bufp[2 * CG_MAX_BUFS], *args, *dims;   /* buffers, then row arrays (emit_row_array) */
   GFrame st[64];
   int nst, fail;
 } GE;
@@ -216,6 +216,22 @@ static void g_fence(CgEmitter *e)
   gcc_jit_extended_asm_add_clobber(a, "memory");
 }
 
+static void g_row_array(CgEmitter *e, int slot, int ty, int64_t n)
+{
+  GE *g = (GE *)e;
+  if (slot < 0 || slot >= 2 * CG_MAX_BUFS || n <= 0 || n > INT32_MAX) { g->fail = 1; return; }
+  char nm[24];
+  snprintf(nm, sizeof nm, "row%d", slot);
+  gcc_jit_type *at = gcc_jit_type_get_aligned(gcc_jit_context_new_array_type(g->ctx, NULL, g->t[ty], (int)n), 64);
+  gcc_jit_lvalue *arr = gcc_jit_function_new_local(g->fn, NULL, at, nm);
+  snprintf(nm, sizeof nm, "p%d", slot);
+  gcc_jit_lvalue *p = gcc_jit_function_new_local(g->fn, NULL, g->tp[ty], nm);
+  gcc_jit_rvalue *zero = gcc_jit_context_new_rvalue_from_int(g->ctx, g->t[CT_I32], 0);
+  gcc_jit_block_add_assignment(g->cur, NULL, p,
+    gcc_jit_lvalue_get_address(gcc_jit_context_new_array_access(g->ctx, NULL, gcc_jit_lvalue_as_rvalue(arr), zero), NULL));
+  g->bufp[slot] = gcc_jit_lvalue_as_rvalue(p);
+}
+
 static void g_prefetch(CgEmitter *e, int buf, int idx, int write)
 {
   GE *g = (GE *)e;
@@ -330,7 +346,7 @@ static void g_init(GE *g, int vl)
 {
   memset(g, 0, sizeof *g);
   g->em = (CgEmitter){ g_begin_kernel, g_end_kernel, g_const, g_arg, g_dim, g_op, g_call, g_load, g_store, g_store_nt,
-                       g_fence, g_prefetch, g_var, g_assign, g_lane_get, g_lane_set, g_begin_loop, g_end_loop, g_begin_if, g_end_if, g_comment };
+                       g_fence, g_row_array, g_prefetch, g_var, g_assign, g_lane_get, g_lane_set, g_begin_loop, g_end_loop, g_begin_if, g_end_if, g_comment };
   g->vl = vl;
   gcc_jit_context *c = g->ctx = gcc_jit_context_acquire();
   gcc_jit_context_set_int_option(c, GCC_JIT_INT_OPTION_OPTIMIZATION_LEVEL, 3);

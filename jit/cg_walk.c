@@ -51,6 +51,9 @@ typedef struct {
   int pf;                 /* a row kernel of several passes: pass 1 prefetches the next row */
   int cs;                 /* column sums (CG_CSUM): this row's block's first partial (I64), or -1 */
   int phase;              /* a pass split in two loops: 1 all but column sums, 2 only them (0: one loop) */
+  int pair, *stash;       /* unrolled step: which of its two vectors (0, 1; -1 none); float32 wide sums' first vector */
+  int keep[CG_MAX_BUFS];  /* row_keep: the pass of a buffer's last store when its row lives in a local array, or -1 */
+  CgAccess vacc[CG_MAX_BUFS];   /* accesses nacc + b: that array of buffer b */
   int nt;                 /* BOOL handle: dims[CG_DIM_NT] (stores cg_store_nt names bypass the cache), or -1 */
   int rc;
 } W;
@@ -433,7 +436,18 @@ static int vmax_step(W *w, int op, int acc, int x)
 
 /* -- Loads and stores ---------------------------------------------------------------- */
 
-static int buf_ty(const CgKernel *k, int b) { int d = k->buf_dtype[b]; return d == TD_BOOL ? CT_U8 : d; }
+/* buffer b's element type (a row array CG_MAX_BUFS + b: buffer b's) */
+static int buf_ty(const CgKernel *k, int b) { int d = k->buf_dtype[b % CG_MAX_BUFS]; return d == TD_BOOL ? CT_U8 : d; }
+
+static int row_keep(const CgKernel *k, int b);
+
+/* The access an instruction uses: its own, or the row array standing for its buffer. */
+static int w_redirect(const W *w, const CgIns *in)
+{
+  int b = w->k->acc[in->acc].buf;
+  return w->keep[b] >= 0 && (in->kind == CG_LOAD || in->pass < w->keep[b]) ? w->k->nacc + b : in->acc;
+}
+static const CgAccess *w_acc(const W *w, int acc) { return acc < w->k->nacc ? &w->k->acc[acc] : &w->vacc[acc - w->k->nacc]; }
 
 /* scalar load of access acc at element index i (I64 handle or -1 for the row base) */
 static int ld_scalar(W *w, const CgAccess *a, int acc, int i)
@@ -469,29 +483,30 @@ static int lane_out(W *w, int s, int bdt)
 
 static int w_load(W *w, const CgIns *in)
 {
-  const CgAccess *a = &w->k->acc[in->acc];
+  int ac = w_redirect(w, in);
+  const CgAccess *a = w_acc(w, ac);
   int dt = in->dtype;
   if (w->mode == MODE_ROW || w->mode == MODE_SCALAR) {
-    int s = ld_scalar(w, a, in->acc, w->mode == MODE_ROW ? -1 : w->hi);
+    int s = ld_scalar(w, a, ac, w->mode == MODE_ROW ? -1 : w->hi);
     return w->k->buf_dtype[a->buf] == TD_BOOL && dt != TD_BOOL ? w_conv(w, w_tobool(w, s), dt) : w_conv(w, s, dt);
   }
   int T = w_tyof(w, dt);
   if (w->mode == MODE_VMAIN && a->istride == 1 && buf_ty(w->k, a->buf) == cg_ty_elem(T)) {
     int v = w_new(w, T);
-    w->e->emit_load(w->e, v, T, a->buf, op2(w, CT_I64, CG_E_ADD, w->base[in->acc], w->hi));
+    w->e->emit_load(w->e, v, T, a->buf, op2(w, CT_I64, CG_E_ADD, w->base[ac], w->hi));
     return v;
   }
   int tmp = var(w, T, hc(w, T, 0));
   if (w->mode == MODE_VMAIN) {
     for (int j = 0; j < w->L; j++) {
       int jj = hci(w, CT_I64, j);
-      int s = ld_scalar(w, a, in->acc, op2(w, CT_I64, CG_E_ADD, w->hi, jj));
+      int s = ld_scalar(w, a, ac, op2(w, CT_I64, CG_E_ADD, w->hi, jj));
       w->e->emit_lane_set(w->e, tmp, jj, lane_in(w, s, dt));
     }
   } else {
     int j = var(w, CT_I64, hci(w, CT_I64, 0));
     w->e->begin_loop(w->e, j, j, w->hm, 1);
-    int s = ld_scalar(w, a, in->acc, op2(w, CT_I64, CG_E_ADD, w->hi, j));
+    int s = ld_scalar(w, a, ac, op2(w, CT_I64, CG_E_ADD, w->hi, j));
     w->e->emit_lane_set(w->e, tmp, j, lane_in(w, s, dt));
     w->e->end_loop(w->e);
   }
@@ -500,18 +515,19 @@ static int w_load(W *w, const CgIns *in)
 
 static void w_store(W *w, const CgIns *in)
 {
-  const CgAccess *a = &w->k->acc[in->acc];
+  int ac = w_redirect(w, in);
+  const CgAccess *a = w_acc(w, ac);
   int v = opnd(w, in->a), bt = buf_ty(w->k, a->buf);
   if (w->mode == MODE_ROW || w->mode == MODE_SCALAR) {
-    st_scalar(w, a, in->acc, w->mode == MODE_ROW ? -1 : w->hi, w_conv(w, v, bt));
+    st_scalar(w, a, ac, w->mode == MODE_ROW ? -1 : w->hi, w_conv(w, v, bt));
     return;
   }
   int T = w_tyof(w, w->k->ins[in->a].dtype);
   v = w_conv(w, v, T);
   if (w->mode == MODE_VMAIN && a->istride == 1 && bt == cg_ty_elem(T)) {
     CgEmitter *E = w->e;
-    int idx = op2(w, CT_I64, CG_E_ADD, w->base[in->acc], w->hi);
-    if (w->nt < 0 || !cg_store_nt(w->k, in->acc)) { E->emit_store(E, T, a->buf, idx, v); return; }
+    int idx = op2(w, CT_I64, CG_E_ADD, w->base[ac], w->hi);
+    if (w->nt < 0 || !cg_store_nt(w->k, ac)) { E->emit_store(E, T, a->buf, idx, v); return; }
     E->begin_if(E, w->nt);                 /* loop-invariant: GCC unswitches the loop */
     E->emit_store_nt(E, T, a->buf, idx, v);
     E->end_if(E);
@@ -524,12 +540,12 @@ static void w_store(W *w, const CgIns *in)
   if (w->mode == MODE_VMAIN) {
     for (int j = 0; j < w->L; j++) {
       int jj = hci(w, CT_I64, j);
-      st_scalar(w, a, in->acc, op2(w, CT_I64, CG_E_ADD, w->hi, jj), lane_out(w, lane_get(w, tmp, jj), a->buf));
+      st_scalar(w, a, ac, op2(w, CT_I64, CG_E_ADD, w->hi, jj), lane_out(w, lane_get(w, tmp, jj), a->buf));
     }
   } else {
     int j = var(w, CT_I64, hci(w, CT_I64, 0));
     w->e->begin_loop(w->e, j, j, w->hm, 1);
-    st_scalar(w, a, in->acc, op2(w, CT_I64, CG_E_ADD, w->hi, j), lane_out(w, lane_get(w, tmp, j), a->buf));
+    st_scalar(w, a, ac, op2(w, CT_I64, CG_E_ADD, w->hi, j), lane_out(w, lane_get(w, tmp, j), a->buf));
     w->e->end_loop(w->e);
   }
 }
@@ -578,6 +594,8 @@ static void w_ins(W *w, int i, int *accv, int lmask)
       w->e->emit_assign(w->e, acc2, op2(w, w->mt, CG_E_BOR, acc2, op2(w, w->mt, CG_E_BAND, bitc(w, v, w->mt), w_nan(w, v))));
       break;
     }
+    if (wide && w->pair == 0) { w->stash[i] = v; break; }   /* added to the step's second vector in float32 */
+    if (wide && w->pair == 1) v = op2(w, vt, CG_E_ADD, w->stash[i], v);
     if (wide) {   /* float32 lanes summed in double: the lanes converted to two float64 vectors */
       /* v + 0 (exact here: the sum starts at +0, so -0 and +0 add alike) is a
       ** use of the whole vector: without it GCC splits a loaded vector whose
@@ -665,7 +683,8 @@ static void w_prefetch_next(W *w)
   bool long_rows = k->inner >= 2048;
   for (int i = 0; i < k->nins; i++) {
     const CgIns *in = &k->ins[i];
-    if ((in->kind != CG_LOAD && in->kind != CG_STORE) || in->level != 1 || in->acc >= 256) continue;
+    if ((in->kind != CG_LOAD && in->kind != CG_STORE) || in->level != 1 || in->acc >= 256 || w_redirect(w, in) != in->acc)
+      continue;
     if (in->pass != 0 && (!long_rows || (in->kind == CG_LOAD && buf_stored(k, k->acc[in->acc].buf)))) continue;
     const CgAccess *ac = &k->acc[in->acc];
     int64_t rs = ac->ostride[k->nouter - 1];
@@ -817,11 +836,19 @@ static int w_pass(W *w, int s, int n)
     if (nred) {   /* two vectors a step, into two accumulator sets: two dependency chains */
       int *acc2 = accv + 2 * k->nins;
       w_accs_new(w, s + 1, e, acc2);
+      /* a float32 sum in double adds the step's two vectors in float32 first:
+      ** half the widening (softmax's exp-sum pass ~1/3 faster), within an
+      ** ulp of the pair */
+      w->stash = malloc(sizeof(int) * (size_t)k->nins);
       E->begin_loop(E, w->hi, zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, 2 * w->L - 1)), 2 * w->L);
+      w->pair = w->stash ? 0 : -1;
       w_vbody(w, s, e, accv);
       int hv = w->hi;
       w->hi = op2(w, CT_I64, CG_E_ADD, hv, hci(w, CT_I64, w->L));
+      w->pair = w->stash ? 1 : -1;
       w_vbody(w, s, e, acc2);
+      w->pair = -1;
+      free(w->stash); w->stash = NULL;
       w->hi = hv;
       E->end_loop(E);
       E->comment(E, "what is left: single vectors");
@@ -882,13 +909,14 @@ static int w_pass(W *w, int s, int n)
 int cg_walk(const CgKernel *k, CgEmitter *E, int vlanes)
 {
   W w0 = { 0 }, *w = &w0;
-  w->k = k; w->e = E; w->vl = vlanes; w->mode = MODE_ROW; w->nt = -1; w->cs = -1;
+  w->k = k; w->e = E; w->vl = vlanes; w->mode = MODE_ROW; w->nt = -1; w->cs = -1; w->pair = -1;
+  for (int b = 0; b < CG_MAX_BUFS; b++) w->keep[b] = -1;
   int rc = E->begin_kernel(E, k, vlanes);
   if (rc) return rc;
   w_new(w, CT_I64); w_new(w, CT_I64);     /* r0, r1 */
   int ni = k->nins > 0 ? k->nins : 1;
   w->val = malloc(ni * sizeof(int)); w->pv = malloc(ni * sizeof(int));
-  w->inpass = calloc(ni, sizeof(int)); w->base = malloc((k->nacc + 1) * sizeof(int));
+  w->inpass = calloc(ni, sizeof(int)); w->base = malloc((k->nacc + k->nbuf + 1) * sizeof(int));
   if (!w->val || !w->pv || !w->inpass || !w->base) { w->rc = TD_ERR_NOMEM; goto done; }
   for (int i = 0; i < k->nins; i++) w->val[i] = w->pv[i] = -1;
   for (int i = 0; i < k->nins; i++) {     /* constants and args: hoisted */
@@ -920,6 +948,12 @@ int cg_walk(const CgKernel *k, CgEmitter *E, int vlanes)
       int d = w_new(w, CT_I64);
       E->emit_dim(E, d, CG_DIM_NT);
       w->nt = op2(w, CT_BOOL, CG_E_NE, d, hci(w, CT_I64, 0));
+    }
+  for (int b = 0; b < k->nbuf && b < CG_MAX_BUFS; b++)
+    if ((w->keep[b] = row_keep(k, b)) >= 0) {
+      E->emit_row_array(E, CG_MAX_BUFS + b, buf_ty(k, b), k->inner);
+      w->vacc[b] = (CgAccess){ .buf = CG_MAX_BUFS + b, .istride = 1 };
+      w->base[k->nacc + b] = hci(w, CT_I64, 0);
     }
   int nout = k->flat > 0 ? 0 : k->nouter, od[TD_MAX_DIMS], npass = 0;
   for (int i = 0; i < k->nins; i++) npass += k->ins[i].kind == CG_PASS;
@@ -1000,15 +1034,45 @@ void cg_kernel_dims(const CgKernel *k, int64_t dims[CG_NDIMS])
   dims[CG_DIM_NT] = 0;
 }
 
+/* Row arrays. A buffer that a row kernel stores, reads back in a later pass
+** and stores last (softmax keeps e = exp(x - max) in y, then scales it) keeps
+** its row in between in a local array instead: the output is then written
+** once, by its last store (non-temporal when big), and never read. Returns the
+** pass of those last stores, or -1. Rows up to 64 KiB (on the stack). */
+static int row_keep(const CgKernel *k, int b)
+{
+  if (k->cred > 0 || k->flat > 0 || b < 0 || b >= k->nbuf || k->inner < 2) return -1;
+  int dt = k->buf_dtype[b];
+  if ((dt != TD_FLOAT32 && dt != TD_FLOAT64) || k->inner * rt_dtype_size(dt) > (1 << 16)) return -1;
+  const CgAccess *a0 = NULL;
+  int last = -1, st0 = INT32_MAX, ld0 = INT32_MAX, ldi = -1;
+  for (int i = 0; i < k->nins; i++) {
+    const CgIns *in = &k->ins[i];
+    if ((in->kind != CG_LOAD && in->kind != CG_STORE) || in->acc < 0 || in->acc >= k->nacc || k->acc[in->acc].buf != b)
+      continue;
+    const CgAccess *a = &k->acc[in->acc];
+    if (in->level != 1 || a->istride != 1) return -1;
+    if (!a0) a0 = a;
+    else if (a->offset != a0->offset || memcmp(a->ostride, a0->ostride, sizeof a->ostride) != 0) return -1;
+    if (in->kind == CG_STORE) { if (in->pass > last) last = in->pass; if (in->pass < st0) st0 = in->pass; }
+    else { ldi = i; if (in->pass < ld0) ld0 = in->pass; }
+  }
+  if (ldi < 0 || st0 >= ld0) return -1;
+  for (int i = 0; i < ldi; i++)             /* every load before the last stores */
+    if (k->ins[i].kind == CG_STORE && k->ins[i].pass == last && k->acc[k->ins[i].acc].buf == b) return -1;
+  return last;
+}
+
 /* a unit-stride float store whose rows start 64-byte aligned, into a buffer
-** the kernel does not read back (softmax keeps e in y: re-read from cache) */
+** the kernel does not read back (or reads back from its row array) */
 static bool nt_access(const CgKernel *k, int acc)
 {
   const CgAccess *a = &k->acc[acc];
   int dt = k->buf_dtype[a->buf];
   if ((dt != TD_FLOAT32 && dt != TD_FLOAT64) || a->istride != 1) return false;
-  for (int i = 0; i < k->nins; i++)
-    if (k->ins[i].kind == CG_LOAD && k->acc[k->ins[i].acc].buf == a->buf) return false;
+  if (row_keep(k, a->buf) < 0)
+    for (int i = 0; i < k->nins; i++)
+      if (k->ins[i].kind == CG_LOAD && k->acc[k->ins[i].acc].buf == a->buf) return false;
   int64_t es = rt_dtype_size(dt);
   if (a->offset * es % 64) return false;
   if (k->flat > 0) return k->inner * es % 64 == 0;
@@ -1026,7 +1090,10 @@ static int64_t nt_row_bytes(const CgKernel *k)
   for (int i = 0; i < k->nins; i++) {
     const CgIns *in = &k->ins[i];
     if (in->kind != CG_STORE || in->level != 1) continue;
-    if (in->acc < 0 || in->acc >= k->nacc || !nt_access(k, in->acc)) return 0;
+    if (in->acc < 0 || in->acc >= k->nacc) return 0;
+    int keep = row_keep(k, k->acc[in->acc].buf);
+    if (keep >= 0 && in->pass < keep) continue;    /* into the row array */
+    if (!nt_access(k, in->acc)) return 0;
     n += k->inner * rt_dtype_size(k->buf_dtype[k->acc[in->acc].buf]);
   }
   return n;
