@@ -669,6 +669,22 @@ describe("tide.compile matches eager on fused patterns", function()
     assert.is_truthy(text:find("__builtin_prefetch%(p%d+ %+ v%d+, 1%)"), "a write prefetch in:\n" .. text:sub(1, 2000))
   end)
 
+  it("outputs above TIDE_NT_BYTES (16 MiB): softmax and layer_norm forward and backward, non-temporal stores, e in a row array", function()
+    local R, C = 4096, 1024                      -- 16 MiB per output
+    local gs, gl, w, b = tide.randn(R, C), tide.randn(R, C), tide.randn(C), tide.randn(C)
+    local function sm(x) local y = F.softmax(x, 2); (y * gs):sum():backward(); return y end
+    local function ln(x, ww, bb)
+      local y = F.layer_norm(x, { C }, ww, bb, 1e-5); (y * gl):sum():backward(); return y
+    end
+    same_as_eager("softmax fwd+bwd, 16 MiB", sm, { any { R, C } })
+    local _, _, c = same_as_eager("layer_norm fwd+bwd, 16 MiB", ln,
+      { any { R, C }, w:clone():requires_grad_(), b:clone():requires_grad_() }, { rtol = 1e-4, atol = 1e-5 })
+    local smx = tide.compile(function(x) return F.softmax(x, 2) end):explain(tide.randn(R, C))
+    assert.is_truthy(smx:find("vmovntps") and smx:find("row%d+%[1024%]"), "NT store and row array in:\n" .. smx:sub(1, 3000))
+    local lnx = c:explain(tide.randn(R, C):requires_grad_(), w:clone():requires_grad_(), b:clone():requires_grad_())
+    assert.is_truthy(lnx:find("3 passes, column sums of %%%d+, %%%d+%)"), lnx:sub(1, 3000))
+  end)
+
   it("log_softmax, by hand and F.log_softmax", function()
     local w = tide.randn(4, 9)
     same_as_eager("log_softmax", function(x)
