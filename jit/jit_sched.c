@@ -31,6 +31,10 @@
 **   with it, the merged group lowers, and every buffer it loads is produced by
 **   a step before that kernel: steps only ever move earlier, so a read of a
 **   root's old version never moves after the WRITE that replaces it.
+** - A column sum over the space of a row reduction (sched_csum) is a root of
+**   its own that may join that row kernel, whether or not it shares a load
+**   with it, as partials per block of rows (CG_CSUM); one that joins none is
+**   inlined again where it was (sched_csum_undo).
 ** - Every decision that can fail is retried: a failed lowering names a record
 **   and an action (materialize it, run it eagerly); the scheduler applies it
 **   and rebuilds the groups. Each retry adds a buffer or an eager step, so the
