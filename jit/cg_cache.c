@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CG_FORMAT_VERSION 10  /* bump when the code printed for the same kernel IR changes */
+#define CG_FORMAT_VERSION 11  /* bump when the code printed for the same kernel IR changes */
 #define CG_MAX_SO (256 << 20)
 
 static pthread_mutex_t cg_mu = PTHREAD_MUTEX_INITIALIZER;
