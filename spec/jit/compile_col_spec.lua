@@ -22,6 +22,24 @@ local function schedule(c, ...)
   return c:explain(...):match("%-%- schedule\n(.-)%-%- code") or ""
 end
 
+-- f compiled gives the same bits on 1 thread and on 2 or more, and eager's
+-- results within the tolerances; returns the compiled function
+local function same_bits_on_threads(f, a, b, rtol, atol)
+  local c = tide.compile(f)
+  local n0 = tide.get_num_threads()
+  tide.set_num_threads(1)
+  local one = { c(a, b) }
+  tide.set_num_threads(math.max(2, n0))
+  local two = { c(a, b) }
+  tide.set_num_threads(n0)
+  local want = { f(a, b) }
+  for k = 1, #want do
+    assert.equal(0, (one[k] - two[k]):abs():max():item(), "result " .. k .. ": 1 thread vs more")
+    close(two[k], want[k], "result " .. k, rtol, atol)
+  end
+  return c
+end
+
 describe("tide.compile column reductions", function()
   it("sums, means, max and min over the first dim of 2-D tensors, with producers", function()
     local function f(x, y)
@@ -125,36 +143,14 @@ describe("tide.compile column reductions", function()
       return (y * g):sum(1), g:sum(1), y:amax(-1)
     end
     local x, g = tide.randn(4100, 300), tide.randn(4100, 300)
-    local c = tide.compile(f)
-    local n0 = tide.get_num_threads()
-    tide.set_num_threads(1)
-    local one = { c(x, g) }
-    tide.set_num_threads(math.max(2, n0))
-    local two = { c(x, g) }
-    tide.set_num_threads(n0)
-    local want = { f(x, g) }
-    for k = 1, #want do
-      assert.equal(0, (one[k] - two[k]):abs():max():item(), "result " .. k .. ": 1 thread vs more")
-      close(two[k], want[k], "result " .. k, 1e-5, 1e-5)
-    end
+    local c = same_bits_on_threads(f, x, g, 1e-5, 1e-5)
     assert.truthy(schedule(c, x, g):find("column sums of"), schedule(c, x, g))
   end)
 
   it("results do not depend on the thread count (blocks of rows combined in order)", function()
     local x, y = tide.randn(4100, 37), tide.randn(4100, 37)
     local function f(a, b) return (a * b):sum(1), (a - b):mean(1), a:amax(1) end
-    local c = tide.compile(f)
-    local n0 = tide.get_num_threads()
-    tide.set_num_threads(1)
-    local one = { c(x, y) }
-    tide.set_num_threads(math.max(2, n0))
-    local two = { c(x, y) }
-    tide.set_num_threads(n0)
-    local want = { f(x, y) }
-    for k = 1, #want do
-      assert.equal(0, (one[k] - two[k]):abs():max():item(), "result " .. k .. ": 1 thread vs more")
-      close(two[k], want[k], "result " .. k)
-    end
+    local c = same_bits_on_threads(f, x, y)
     assert.truthy(schedule(c, x, y):find("columns reduced over 4100 in %d+ blocks"))
   end)
 
