@@ -551,7 +551,7 @@ static void w_store(W *w, const CgIns *in)
 }
 
 /* part[i] += a for the element's column i in this row block's partial sums
-** (scratch buffer in->b, in->dtype) */
+** (the n-th CSUM's: the n-th scratch buffer, of in->dtype) */
 static void w_csum(W *w, const CgIns *in)
 {
   CgEmitter *E = w->e;
@@ -837,8 +837,7 @@ static int w_pass(W *w, int s, int n)
       int *acc2 = accv + 2 * k->nins;
       w_accs_new(w, s + 1, e, acc2);
       /* a float32 sum in double adds the step's two vectors in float32 first:
-      ** half the widening (softmax's exp-sum pass ~1/3 faster), within an
-      ** ulp of the pair */
+      ** half the widening conversions, within an ulp of the pair */
       w->stash = malloc(sizeof(int) * (size_t)k->nins);
       E->begin_loop(E, w->hi, zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, 2 * w->L - 1)), 2 * w->L);
       w->pair = w->stash ? 0 : -1;

@@ -131,7 +131,7 @@ static bool sched_red_eager(const JitTrace *t, const JitIns *r)
 ** layer_norm's dweight and dbias next to its mean and variance. It gets a
 ** buffer of its own, so that it is a root that may join that row kernel as
 ** column partials (jit_lower.c lower_csum) whether or not it shares a load
-** with it; when it cannot, it is a column kernel as before. */
+** with it; when it joins none, sched_csum_undo inlines it again. */
 static bool sched_csum(const JitTrace *t, const uint8_t *cls, JitRef i)
 {
   const JitIns *r = &t->ins[i];
