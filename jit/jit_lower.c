@@ -244,6 +244,7 @@ static int lower_decompose(const Lower *L, const JitIns *r, const LAddr *a, LMap
   lower_contig(r, cs);
   memset(m, 0, sizeof *m);
   m->nd = r->ndim;
+  if (rt_numel(r->ndim, r->sizes) == 0) return 0;   /* no element: read by no iteration (a size 0 never broadcasts) */
   int64_t rem = a->off;
   if (rem < 0) return -1;
   for (int d = 0; d < r->ndim; d++) { m->base[d] = rem / cs[d]; rem %= cs[d]; }

@@ -48,6 +48,7 @@ int64_t jit_red_col(const JitTrace *t, const JitIns *r)
     return 0;
   if (!rt_is_float(r->cdtype) || !rt_is_float(r->dtype)) return 0;
   const JitView *v = jit_arg(t, r, 0);
+  if (rt_numel(v->ndim, v->sizes) == 0) return 0;   /* no element: no blocks (a row kernel or eager) */
   uint32_t mask = jit_red_mask(r, v->ndim);
   int64_t a = 1, c = 1, red = 1;
   int state = 0;                           /* A* R+ C+ over the dims of size > 1 */

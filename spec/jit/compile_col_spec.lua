@@ -147,6 +147,23 @@ describe("tide.compile column reductions", function()
     assert.truthy(schedule(c, x, g):find("column sums of"), schedule(c, x, g))
   end)
 
+  it("tensors with a size-0 dim: row and column sums, softmax, layer_norm fwd+bwd as eager (no division by zero)", function()
+    local function f(x, w) local d = (x - x:mean(-1, true)) * w; return d, d:sum(1), x:softmax(-1), (x * 2):sum(1, true) end
+    for _, sh in ipairs { { 0, 40 }, { 3, 0 }, { 0, 0 } } do
+      local x, w = tide.randn(sh[1], sh[2]), tide.randn(sh[2])
+      local got, want = { tide.compile(f)(x, w) }, { f(x, w) }
+      for k = 1, #want do
+        assert.same(want[k]:size(), got[k]:size())
+        if want[k]:numel() > 0 then close(got[k], want[k], ("[%d,%d] result %d"):format(sh[1], sh[2], k)) end
+      end
+    end
+    local x, w, b, g = tide.randn(0, 16):requires_grad_(), tide.randn(16):requires_grad_(), tide.randn(16):requires_grad_(),
+      tide.randn(0, 16)
+    tide.compile(function(v, ww, bb) local y = F.layer_norm(v, { 16 }, ww, bb, 1e-5); (y * g):sum():backward(); return y end)(x, w, b)
+    assert.equal(0, w.grad:abs():max():item())    -- sums over no row
+    assert.equal(0, b.grad:abs():max():item())
+  end)
+
   it("results do not depend on the thread count (blocks of rows combined in order)", function()
     local x, y = tide.randn(4100, 37), tide.randn(4100, 37)
     local function f(a, b) return (a * b):sum(1), (a - b):mean(1), a:amax(1) end
