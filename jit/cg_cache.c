@@ -310,8 +310,9 @@ static int64_t nt_bytes(void)
   static int64_t v = -1;
   if (v < 0) {
     const char *s = getenv("TIDE_NT_BYTES");
-    int64_t x = s && *s ? (int64_t)strtoll(s, NULL, 10) : (int64_t)16 << 20;
-    v = x < 0 ? 0 : x;
+    char *end = NULL;
+    long long x = s && *s ? strtoll(s, &end, 10) : -1;
+    v = x >= 0 && end && *end == 0 ? (int64_t)x : (int64_t)16 << 20;   /* not a byte count: the default */
   }
   return v;
 }
