@@ -125,6 +125,8 @@ const char *cg_host_march(void);
 const char *cg_eop_name(int op);
 /* "cg: NYI ..." error naming the op */
 int cg_nyi(const CgKernel *k, int op, int dtype, const char *what);
+/* "cg: invalid kernel IR ..." error: a kernel that breaks cg.h's rules */
+int cg_bad_ir(const CgKernel *k, const char *what);
 /* C text of a batch of kernels: one translation unit (malloc'd; NULL when out
 ** of memory). *rc: the walker's result (on an error, the text printed so far). */
 char *cg_c_source_batch(CgKernel *const *ks, int n, int vlanes, int *rc);

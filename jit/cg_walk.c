@@ -226,6 +226,13 @@ int cg_nyi(const CgKernel *k, int op, int dtype, const char *what)
                 dtype >= 0 && dtype < TD_DTYPE__MAX ? td_dtype_name(dtype) : "?", k->name);
 }
 
+/* kernel IR that breaks cg.h's rules (the lowering never makes it; a hand-built
+** kernel may): an error naming the kernel and the rule, never a crash */
+int cg_bad_ir(const CgKernel *k, const char *what)
+{
+  return rt_err(TD_ERR_ARG, "cg: invalid kernel IR in kernel %s: %s", k->name, what);
+}
+
 #include "cg_vmath.h"                    /* w_vexpf, w_verff: expf and erff on float32 vectors, inline */
 
 /* -- Math functions ------------------------------------------------------------------ */
@@ -557,7 +564,7 @@ static void w_csum(W *w, const CgIns *in)
   CgEmitter *E = w->e;
   int b = w->k->nbuf - w->k->nscratch, et = in->dtype, v = opnd(w, in->a);
   for (const CgIns *p = w->k->ins; p < in; p++) b += p->kind == CG_CSUM;
-  if (w->mode == MODE_ROW || w->cs < 0) { w->rc = cg_nyi(w->k, RT_OP_SUM, et, "column sum outside a row pass"); return; }
+  if (w->mode == MODE_ROW || w->cs < 0) { w->rc = cg_bad_ir(w->k, "column sum outside a row pass"); return; }
   if (w->mode != MODE_VTAIL) {              /* one vector, or one element */
     int T = w->mode == MODE_VMAIN ? w_tyof(w, et) : et, idx = op2(w, CT_I64, CG_E_ADD, w->cs, w->hi), old = w_new(w, T);
     E->emit_load(E, old, T, b, idx);
@@ -585,7 +592,7 @@ static void w_ins(W *w, int i, int *accv, int lmask)
   case CG_CSUM: w_csum(w, in); break;
   case CG_ALU: dst[i] = w_alu(w, in); break;
   case CG_RED: {
-    if (w->mode == MODE_ROW) { w->rc = cg_nyi(w->k, in->op, in->dtype, "row-level reduction"); break; }
+    if (w->mode == MODE_ROW) { w->rc = cg_bad_ir(w->k, "row-level reduction"); break; }
     int acc = accv[i], acc2 = accv[w->k->nins + i], wide = acc2 >= 0 && in->op == RT_OP_SUM;
     int vt = wide ? w->vt : w->ty[acc], v = w_conv(w, opnd(w, in->a), vt);
     if (w->mode == MODE_VTAIL) v = w_sel(w, lmask, v, red_neutral(w, in, vt));
@@ -923,17 +930,17 @@ int cg_walk(const CgKernel *k, CgEmitter *E, int vlanes)
     if (in->kind == CG_CONST) w->val[i] = in->dtype == TD_BOOL ? op2(w, CT_BOOL, CG_E_NE, hc(w, CT_I32, in->f[0]), hc(w, CT_I32, 0))
                                                               : hc(w, in->dtype, in->f[0]);
     else if (in->kind == CG_ARG) {
-      if (in->acc < 0 || in->acc >= k->nargs) { w->rc = cg_nyi(k, -1, in->dtype, "arg index out of range"); goto done; }
+      if (in->acc < 0 || in->acc >= k->nargs) { w->rc = cg_bad_ir(k, "arg index out of range"); goto done; }
       int v = w_new(w, CT_F64);
       E->emit_arg(E, v, in->acc);
       w->val[i] = w_conv(w, v, in->dtype);
     }
   }
   for (int i = 0; i < k->nacc; i++)
-    if (k->acc[i].buf < 0 || k->acc[i].buf >= k->nbuf) { w->rc = cg_nyi(k, -1, -1, "access to a missing buffer"); goto done; }
+    if (k->acc[i].buf < 0 || k->acc[i].buf >= k->nbuf) { w->rc = cg_bad_ir(k, "access to a missing buffer"); goto done; }
   for (int i = 0, ncs = 0; i < k->nins; i++)
     if (k->ins[i].kind == CG_CSUM && (k->cred > 0 || ++ncs > k->nscratch || k->ins[i].acc < 0 || k->ins[i].acc >= k->nacc)) {
-      w->rc = cg_nyi(k, RT_OP_SUM, k->ins[i].dtype, "column sum without its scratch buffer or output");
+      w->rc = cg_bad_ir(k, "column sum without its scratch buffer or output");
       goto done;
     }
   for (int d = 0; d < CG_NDIMS; d++) {     /* run-time sizes: read once */
@@ -990,7 +997,7 @@ int cg_walk(const CgKernel *k, CgEmitter *E, int vlanes)
     const CgIns *in = &k->ins[i];
     if (in->kind == CG_PASS) { i = w_pass(w, i, n); continue; }
     if (in->kind != CG_CONST && in->kind != CG_ARG && in->kind != CG_ENDPASS) {
-      if (in->level != 0) { w->rc = cg_nyi(k, in->op, in->dtype, "element-level instruction outside a pass"); break; }
+      if (in->level != 0) { w->rc = cg_bad_ir(k, "element-level instruction outside a pass"); break; }
       emit_row_ins(w, i);
     }
     i++;

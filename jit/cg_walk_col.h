@@ -269,16 +269,16 @@ static void w_ckernel(W *w)
   int *b0 = malloc((k->nacc + 1) * sizeof *b0);
   if (!fl || !b0) { w->rc = TD_ERR_NOMEM; goto done; }
   if (s >= k->nins || k->ctile <= 0 || k->cblk <= 0) {
-    w->rc = cg_nyi(k, -1, -1, "column kernel without its pass or tile");
+    w->rc = cg_bad_ir(k, "column kernel without its pass or tile");
     goto done;
   }
   if (cp_classify(k, s, e, fl)) {
-    w->rc = cg_nyi(k, -1, -1, "column pass: a value per reduction step reads a RED");
+    w->rc = cg_bad_ir(k, "column pass: a value per reduction step reads a RED");
     goto done;
   }
   for (int i = s + 1; i < e; i++)
     if (k->ins[i].kind == CG_RED && (k->ins[i].acc < k->nbuf - k->nscratch || k->ins[i].acc >= k->nbuf)) {
-      w->rc = cg_nyi(k, k->ins[i].op, k->ins[i].dtype, "column RED without scratch");
+      w->rc = cg_bad_ir(k, "column RED without scratch");
       goto done;
     }
   /* cred, cblk, the block count and the unit count rows * nblk are run-time sizes */

@@ -878,6 +878,21 @@ int main(int argc, char **argv)
            "an unknown op fails loudly by name", td_last_error());
     report(cg_kernel_c_source(k) == NULL, "cg_kernel_c_source of an unknown op is NULL", "printed");
   }
+  /* a column sum in a kernel without its scratch buffer: invalid IR, an error naming it */
+  {
+    int8_t d[2] = { TD_FLOAT32, TD_FLOAT32 };
+    int64_t os[1] = { 8 }, xs[1] = { 64 };
+    KB b = kb_new(2, d, 1, os, 64, 0, 0);
+    int ax = A(&b, 0, 0, xs, 1), ay = A(&b, 1, 0, NULL, 1);
+    PASS(&b);
+    I(&b, CG_CSUM, RT_OP_SUM, TD_FLOAT32, LD(&b, ax, TD_FLOAT32), -1, -1, ay);
+    ENDP(&b);
+    CgKernel *k = kb_done(&b, "bad_csum");
+    CgKernelFn f;
+    int r = cg_compile(&k, 1, &f);
+    report(r < 0 && strstr(td_last_error(), "invalid kernel IR") && strstr(td_last_error(), "scratch"),
+           "a column sum without its scratch buffer is invalid IR, named", td_last_error());
+  }
 
   FILE *f = csrc ? fopen(csrc, "w") : NULL;
   int okc = 1;
