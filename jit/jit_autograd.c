@@ -259,6 +259,7 @@ td_tensor *jit_saved_out(JitCtx *k)
 
 TD_API int td_set_requires_grad(td_tensor *t, int on)
 {
+  RT_ARG(t, "requires_grad_", 1, TD_ERR_ARG);
   if (!on) {
     if (t->rt_grad_fn)
       return rt_err(TD_ERR_GRAD, "requires_grad_: you can only change requires_grad of leaf tensors "
@@ -273,11 +274,13 @@ TD_API int td_set_requires_grad(td_tensor *t, int on)
   return 0;
 }
 
-TD_API int td_requires_grad(const td_tensor *t) { return (t->flags & TD_TF_REQUIRES_GRAD) != 0; }
-TD_API int td_is_leaf(const td_tensor *t) { return t->rt_grad_fn == NULL; }
-TD_API td_tensor *td_grad(td_tensor *t) { if (t->rt_grad) td_retain(t->rt_grad); return t->rt_grad; }
+/* The getters have no error channel: a dead handle reads as a plain leaf without grad. */
+TD_API int td_requires_grad(const td_tensor *t) { return t && (t->flags & TD_TF_REQUIRES_GRAD) != 0; }
+TD_API int td_is_leaf(const td_tensor *t) { return !t || t->rt_grad_fn == NULL; }
+TD_API td_tensor *td_grad(td_tensor *t) { if (!t) return NULL; if (t->rt_grad) td_retain(t->rt_grad); return t->rt_grad; }
 TD_API int td_retain_grad(td_tensor *t)
 {
+  RT_ARG(t, "retain_grad", 1, TD_ERR_ARG);
   if (!(t->flags & TD_TF_REQUIRES_GRAD))
     return rt_err(TD_ERR_GRAD, "retain_grad: can't retain_grad on a tensor that does not require grad");
   if (t->rt_grad_fn) t->flags |= TD_TF_RETAIN_GRAD;
@@ -286,6 +289,7 @@ TD_API int td_retain_grad(td_tensor *t)
 
 TD_API int td_set_grad(td_tensor *t, td_tensor *g)
 {
+  RT_ARG(t, "grad", 1, TD_ERR_ARG);
   if (g && (g->ndim != t->ndim || memcmp(g->sizes, t->sizes, t->ndim * sizeof(int64_t))))
     return rt_err(TD_ERR_SHAPE, "grad: assigned grad has shape %s but the tensor has shape %s",
                   RT_SHAPE(g), RT_SHAPE(t));
@@ -298,13 +302,14 @@ TD_API int td_set_grad(td_tensor *t, td_tensor *g)
 
 TD_API td_tensor *td_detach(td_tensor *t)
 {
+  RT_ARG(t, "detach", 1, NULL);
   td_tensor *d = rt_tensor_alias(t, t->ndim, t->sizes, t->strides, t->offset);
   if (d) d->scalar_type = t->scalar_type;
   return d;
 }
 
-TD_API const char *td_grad_fn_name(const td_tensor *t) { return t->rt_grad_fn ? t->rt_grad_fn->rule->name : NULL; }
-TD_API uint64_t td_version(const td_tensor *t) { return t->rt_storage ? t->rt_storage->version : 0; }
+TD_API const char *td_grad_fn_name(const td_tensor *t) { return t && t->rt_grad_fn ? t->rt_grad_fn->rule->name : NULL; }
+TD_API uint64_t td_version(const td_tensor *t) { return t && t->rt_storage ? t->rt_storage->version : 0; }
 
 /* -- Backward ------------------------------------------------------------------------------ */
 
@@ -579,6 +584,9 @@ TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *gr
                        int nin, td_tensor *const *inputs, td_tensor **results,
                        int retain_graph, int create_graph)
 {
+  if (nout < 0 || nin < 0) return rt_err(TD_ERR_ARG, "backward: negative tensor count");
+  for (int i = 0; i < nout; i++) RT_ARG(outputs[i], nin ? "grad" : "backward", i + 1, TD_ERR_ARG);
+  for (int i = 0; i < nin; i++) RT_ARG(inputs[i], "grad", nout + i + 1, TD_ERR_ARG);
   return engine(nout, outputs, grads, nin, inputs, results, retain_graph, create_graph, 0);
 }
 

@@ -423,6 +423,15 @@ static void rec_done(td_compiled *cf)
 
 TD_API void td_compile_abort(td_compiled *cf) { rec_done(cf); }
 
+/* The traced function yielded (a coroutine): ops outside it must run eagerly,
+** so tracing stops while it is suspended and resumes with it. */
+TD_API void td_compile_pause(td_compiled *cf) { if (cf->rec) jit_rec_stop(cf->rec); }
+TD_API int td_compile_resume(td_compiled *cf)
+{
+  if (!cf->rec) return rt_err(TD_ERR_STATE, "tide.compile: %s: the trace of this call was abandoned", cf->name);
+  return jit_rec_resume(cf->rec);
+}
+
 static Variant *find_variant(td_compiled *cf, const char *key, size_t nkey)
 {
   uint64_t h = key_hash(key, nkey);
@@ -493,12 +502,18 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
   bool size_miss = false;          /* the trace differs from a variant only in sizes */
   CgStats st0 = { 0 };
   Variant *v = NULL, *tmp = NULL;
+  for (int k = 0; k < nout; k++) results[k] = NULL;
   /* outputs: returned traced tensors, then the .grad of leaves set during the trace */
   int *outk = calloc((size_t)nout + (size_t)r->ngrads + 1, sizeof *outk);
   if (!outk) { rc = rt_err(TD_ERR_NOMEM, "tide.compile: out of memory"); goto done; }
   int nhist = 0;
   for (int k = 0; k < nout; k++) {
-    results[k] = NULL; outk[k] = -1;
+    outk[k] = -1;
+    if (!outs[k]) {
+      rc = rt_err(TD_ERR_ARG, "tide.compile: %s: returned tensor %d was freed (x:free()) inside the function",
+                  cf->name, k + 1);
+      goto done;
+    }
     if (!jit_is_traced(outs[k])) continue;
     if (outs[k]->rt_grad_fn) { nhist++; yk = k; }
     if ((outk[k] = jit_rec_output(r, outs[k])) < 0) { rc = TD_ERR_STATE; goto done; }

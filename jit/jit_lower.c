@@ -910,6 +910,15 @@ static int lower_finish(Lower *L, JitRef anchor_red)
   for (int d = 0; d < L->nout; d++) k->osize[d] = L->vs[d];
   k->inner = flat ? (inner > 0 ? LW_FLAT_INNER : 1) : (L->npass ? inner : 1);   /* flat: not from the run-time size */
   k->flat = flat ? inner : 0;
+  /* a kernel none of whose results has an element runs no row: with a size-0
+  ** dim merged away, a [0,40] or [3,0] result would run rows of one element */
+  bool empty = true;
+  for (int i = 0; i < L->nroots && empty; i++)
+    empty = rt_numel(L->t->ins[L->roots[i]].ndim, L->t->ins[L->roots[i]].sizes) == 0;
+  if (empty) {
+    if (!k->nouter) { k->nouter = 1; k->flat = 0; k->inner = 1; }
+    k->osize[0] = 0;
+  }
   k->nbuf = L->out->nbuf;
   for (int i = 0; i < k->nbuf; i++) k->buf_dtype[i] = (int8_t)L->t->ins[L->out->bufs[i]].dtype;
   k->nargs = L->out->nargs;

@@ -22,6 +22,7 @@ typedef struct JitRec {
 JitRec *jit_rec_begin(JitRec *reuse);          /* starts tracing on this thread (in reuse's arrays) */
 void jit_rec_reset(JitRec *r);                 /* ends r's trace, keeping its arrays for reuse */
 void jit_rec_stop(JitRec *r);                  /* stops tracing (the trace stays) */
+int jit_rec_resume(JitRec *r);                 /* traces into r again after a stop (error while another traces) */
 void jit_rec_free(JitRec *r);
 int jit_rec_input(JitRec *r, td_tensor *x);    /* the INPUT slot of x's storage */
 int jit_rec_output(JitRec *r, td_tensor *x);   /* appends an output view; its index */

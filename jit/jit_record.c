@@ -73,6 +73,14 @@ void jit_rec_stop(JitRec *r)
   if (cur == r) { cur = NULL; jit_tracing = 0; }
 }
 
+int jit_rec_resume(JitRec *r)
+{
+  if (cur == r) return 0;
+  if (jit_tracing) return rt_err(TD_ERR_STATE, "tide.compile: another compiled function is tracing on this thread");
+  cur = r; jit_tracing = 1;
+  return 0;
+}
+
 void jit_trace_clear(JitTrace *t)
 {
   for (int i = 0; i < t->ninputs; i++) td_release(t->inputs[i]);

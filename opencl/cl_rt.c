@@ -332,7 +332,7 @@ int cl_kern(RtCall *c, td_tensor *out)
 /* A copy of t on `device`, or t itself when it is already there. */
 TD_API td_tensor *td_to_device(td_tensor *t, int device, int index)
 {
-  if (!t) return rt_errp(TD_ERR_ARG, "to: tensor expected");
+  RT_ARG(t, "to", 1, NULL);
   if (device != TD_CPU && device != TD_OPENCL) return rt_errp(TD_ERR_DEVICE, "to: unknown device %d", device);
   if (device == TD_OPENCL && cl_init(index)) return NULL;
   if (t->device_type == device) { td_retain(t); return t; }

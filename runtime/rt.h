@@ -22,6 +22,25 @@ void *rt_errp(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3
 char *rt_shape_str(char *buf, size_t n, int ndim, const int64_t *size);
 #define RT_SHAPE(t) rt_shape_str((char[160]){0}, 160, (t)->ndim, (t)->sizes)
 
+/* -- Argument checks shared by every public entry point ---------------------- */
+
+/* A tensor argument of a public call must be live: NULL is what a freed Lua
+** handle (x:free()) holds, or a C host's mistake. One check, one message. */
+int rt_arg_dead(const char *fn, int argn);
+#define RT_ARG(t, fn, argn, fail) do { if (!(t)) { rt_arg_dead(fn, argn); return fail; } } while (0)
+/* Checked size arithmetic for shapes derived from user numbers (sizes >= 0):
+** r = a*b or a+b, or the error "<op>: size overflows int64". */
+int rt_size_mul(const char *op, int64_t a, int64_t b, int64_t *r);
+int rt_size_add(const char *op, int64_t a, int64_t b, int64_t *r);
+/* Validate a list of n dims of a tensor with ndim dims (0-based, negative from
+** the end): count, range, repeats. Wraps them in place (sorted when `sort`);
+** the error names op and the 1-based dim. Returns the mask of the dims. */
+int rt_dims_check(const char *op, int n, int64_t *dims, int ndim, bool sort, uint32_t *mask);
+/* A number stored into dtype dt must be representable: integer dtypes reject
+** NaN and values outside their range ("<op>: value 1e+300 is out of range for
+** int32"); fractions truncate toward zero, as C and PyTorch do. */
+int rt_value_check(const char *op, double v, int dt);
+
 #ifdef RT_DEBUG
 #include <stdio.h>
 #include <stdlib.h>

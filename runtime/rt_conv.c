@@ -23,14 +23,21 @@ static int win_geometry(const char *op, const td_attrs *a, int64_t H, int64_t W,
                   "positive and padding (%lld,%lld) non-negative", op, (long long)w->kh, (long long)w->kw,
                   (long long)w->sh, (long long)w->sw, (long long)w->dh, (long long)w->dw,
                   (long long)w->ph, (long long)w->pw);
-  int64_t eh = w->dh * (w->kh - 1) + 1, ew = w->dw * (w->kw - 1) + 1;   /* effective kernel */
-  if (H + 2 * w->ph < eh || W + 2 * w->pw < ew)
+  /* effective (dilated) kernel eh x ew and padded input Hp x Wp, all checked */
+  int64_t eh, ew, Hp, Wp;
+  if (rt_size_mul(op, w->dh, w->kh - 1, &eh) || rt_size_add(op, eh, 1, &eh) ||
+      rt_size_mul(op, w->dw, w->kw - 1, &ew) || rt_size_add(op, ew, 1, &ew) ||
+      rt_size_mul(op, 2, w->ph, &Hp) || rt_size_add(op, Hp, H, &Hp) ||
+      rt_size_mul(op, 2, w->pw, &Wp) || rt_size_add(op, Wp, W, &Wp))
+    return TD_ERR_SHAPE;
+  if (Hp < eh || Wp < ew)
     return rt_err(TD_ERR_SHAPE, "%s: the %lldx%lld kernel (dilated %lldx%lld) does not fit the padded "
                   "%lldx%lld input", op, (long long)w->kh, (long long)w->kw, (long long)eh, (long long)ew,
-                  (long long)(H + 2 * w->ph), (long long)(W + 2 * w->pw));
-  w->OH = (H + 2 * w->ph - eh) / w->sh + 1;
-  w->OW = (W + 2 * w->pw - ew) / w->sw + 1;
-  return 0;
+                  (long long)Hp, (long long)Wp);
+  w->OH = (Hp - eh) / w->sh + 1;
+  w->OW = (Wp - ew) / w->sw + 1;
+  int64_t L;
+  return rt_size_mul(op, w->OH, w->OW, &L);
 }
 
 /* -- Meta -------------------------------------------------------------------------------- */
@@ -46,8 +53,9 @@ int rt_meta_unfold(RtCall *c)
   if (win_geometry("unfold", &c->attrs, x->sizes[2], x->sizes[3], &w)) return TD_ERR_SHAPE;
   c->attrs.dims[4] = x->sizes[2]; c->attrs.dims[5] = x->sizes[3];     /* for the gradient (fold) */
   c->ndim = 3;
-  c->sizes[0] = x->sizes[0]; c->sizes[1] = x->sizes[1] * w.kh * w.kw; c->sizes[2] = w.OH * w.OW;
-  return 0;
+  c->sizes[0] = x->sizes[0]; c->sizes[2] = w.OH * w.OW;        /* checked by win_geometry */
+  int64_t k;
+  return rt_size_mul("unfold", w.kh, w.kw, &k) || rt_size_mul("unfold", x->sizes[1], k, &c->sizes[1]) ? TD_ERR_SHAPE : 0;
 }
 
 /* fold: cols (N, C*kh*kw, L) -> (N, C, H, W), overlapping windows summed */
@@ -59,7 +67,8 @@ int rt_meta_fold(RtCall *c)
                                              td_dtype_name(c->cdtype));
   Win w = { 0 };
   if (win_geometry("fold", &c->attrs, c->attrs.dims[4], c->attrs.dims[5], &w)) return TD_ERR_SHAPE;
-  int64_t k = w.kh * w.kw;
+  int64_t k;
+  if (rt_size_mul("fold", w.kh, w.kw, &k)) return TD_ERR_SHAPE;
   if (x->sizes[1] % k || x->sizes[2] != w.OH * w.OW)
     return rt_err(TD_ERR_SHAPE, "fold: input %s does not match a %lldx%lld kernel over a %lldx%lld output "
                   "(needs dim 2 divisible by %lld and dim 3 = %lld windows)", RT_SHAPE(x), (long long)w.kh,

@@ -108,8 +108,9 @@ int rt_call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_a
   const char *name = op_lname[op];
   if (oi->arity >= 0 ? nin != oi->arity : (nin < 1 || nin > RT_MAX_IN))
     return rt_err(TD_ERR_ARG, "%s: expected %d tensor arguments, got %d", name, oi->arity, nin);
-  for (int i = 0; i < nin; i++)
-    if (!in[i]) return rt_err(TD_ERR_ARG, "bad argument #%d to '%s' (Tensor expected, got nil)", i + 1, name);
+  for (int i = 0; i < nin; i++) RT_ARG(in[i], name, i + 1, TD_ERR_ARG);
+  if (attrs && (attrs->ndims < -1 || attrs->ndims > TD_MAX_DIMS))
+    return rt_err(TD_ERR_ARG, "%s: %d dims given, at most %d are supported", name, attrs->ndims, TD_MAX_DIMS);
   memset(c, 0, sizeof *c);
   c->op = op; c->nin = nin; c->in = in;
   if (attrs) c->attrs = *attrs; else { c->attrs.ndims = -1; c->attrs.dtype = -1; }
@@ -131,7 +132,13 @@ int rt_call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_a
       return rt_err(TD_ERR_DEVICE, "%s: tensors are on different devices (argument %d on %s, argument %d on %s)",
                     name, first + 1, dev ? "opencl" : "cpu", i + 1, in[i]->device_type ? "opencl" : "cpu");
   c->device = dev;
-  return oi->meta(c);
+  int rc = oi->meta(c);
+  if (rc) return rc;
+  /* every derived shape passes one check: no negative size, no product past int64 */
+  if (rt_numel(c->ndim, c->sizes) < 0)
+    return rt_err(TD_ERR_SHAPE, "%s: size overflows int64 (result shape %s)", name,
+                  rt_shape_str((char[160]){0}, 160, c->ndim, c->sizes));
+  return 0;
 }
 
 static td_tensor *call_run(RtCall *c)
@@ -211,7 +218,7 @@ td_tensor *rt_call_op(int op, int nin, td_tensor *const *in, const td_attrs *att
 TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attrs, td_tensor *out)
 {
   RtCall c;
-  if (!out) return rt_err(TD_ERR_ARG, "in-place op: destination is nil");
+  RT_ARG(out, op >= 0 && op < RT_OP__MAX ? op_lname[op] : "op", 1, TD_ERR_ARG);
   if (rt_call_prepare(&c, op, nin, in, attrs)) return TD_ERR_ARG;
   const char *name = op_lname[op];
   const RtOpInfo *oi = &rt_ops[op];
@@ -224,6 +231,10 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
     return rt_err(TD_ERR_DTYPE, "%s_: result type %s can't be cast to the destination type %s",
                   name, td_dtype_name(c.scalar_type), td_dtype_name(out->scalar_type));
   if (!rt_has_data(out) && !jit_tracing) return rt_err(TD_ERR_STATE, "%s_: destination has no data", name);
+  /* a Lua number written into an integer tensor (fill_) must fit it */
+  if (op == RT_OP_COPY && (in[0]->flags & TD_TF_WRAPPED_NUMBER) && in[0]->ptr &&
+      rt_value_check("fill_", rt_load(in[0]->ptr, in[0]->scalar_type), out->scalar_type))
+    return TD_ERR_ARG;
   /* numbers written into a device tensor (fill_, x:mul_(2) on scalars) run there */
   bool scalars = oi->kind == RT_K_EW || op == RT_OP_COPY;
   for (int i = 0; i < nin; i++) scalars = scalars && in[i]->ndim == 0 && in[i]->device_type == TD_CPU;
@@ -293,7 +304,7 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
 
 TD_API td_tensor *td_op_number(int op, td_tensor *a, double v, int rev)
 {
-  if (!a) return rt_errp(TD_ERR_ARG, "bad argument #1 to '%s' (Tensor expected, got nil)", td_op_name(op));
+  RT_ARG(a, td_op_name(op), rev ? 2 : 1, NULL);
   td_tensor *s = td_wrap_number(v);
   if (!s) return NULL;
   td_tensor *in[2] = { rev ? s : a, rev ? a : s };
@@ -317,6 +328,7 @@ TD_API td_tensor *td_exp(td_tensor *a) { return op1(RT_OP_EXP, a); }
 TD_API td_tensor *td_log(td_tensor *a) { return op1(RT_OP_LOG, a); }
 TD_API td_tensor *td_contiguous(td_tensor *a)
 {
+  RT_ARG(a, "contiguous", 1, NULL);
   if (a && rt_tensor_is_contig(a)) { td_retain(a); return a; }
   return op1(RT_OP_COPY, a);
 }
@@ -345,6 +357,7 @@ SHAPE_OP(td_expand, RT_OP_EXPAND, "expand")
 
 TD_API td_tensor *td_reshape(td_tensor *a, int n, const int64_t *s)
 {
+  RT_ARG(a, "reshape", 1, NULL);
   td_tensor *v = td_view(a, n, s);
   if (v || !a) return v;
   /* not viewable with these strides: copy, then view (fails with the view's
@@ -358,6 +371,7 @@ TD_API td_tensor *td_reshape(td_tensor *a, int n, const int64_t *s)
 
 TD_API td_tensor *td_cast(td_tensor *a, int dtype)
 {
+  RT_ARG(a, "to", 1, NULL);
   if (a && a->scalar_type == dtype) { td_retain(a); return a; }
   td_attrs at = { .ndims = -1, .dtype = dtype };
   return td_op(RT_OP_CAST, 1, &a, &at);
@@ -366,6 +380,8 @@ TD_API td_tensor *td_cast(td_tensor *a, int dtype)
 /* Sum a broadcast gradient back to `size` (the reverse of expand). */
 TD_API td_tensor *td_sum_to(td_tensor *g, int ndim, const int64_t *size)
 {
+  RT_ARG(g, "sum_to", 1, NULL);
+  if (ndim < 0 || ndim > TD_MAX_DIMS) return rt_errp(TD_ERR_SHAPE, "sum_to: %d dims requested", ndim);
   if (g->ndim == ndim && !memcmp(g->sizes, size, ndim * sizeof *size)) { td_retain(g); return g; }
   int lead = g->ndim - ndim;
   if (lead < 0) return rt_errp(TD_ERR_SHAPE, "sum_to: cannot sum %s to %s", RT_SHAPE(g),

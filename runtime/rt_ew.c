@@ -328,6 +328,24 @@ static void iter_range(void *vit, int64_t begin, int64_t end)
 
 /* -- The kernel ---------------------------------------------------------------------------------- */
 
+/* Integers to negative integer powers are an error, whether the exponent is a
+** number (the meta's check) or a tensor (checked here, before anything is
+** written): ipow would give 0 (or +-1), which PyTorch only does silently for
+** tensor exponents. */
+static int int_pow_check(td_tensor *e)
+{
+  td_tensor *ec = rt_as_contig(e);
+  if (!ec) return TD_ERR_NOMEM;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < ec->nelem && bad >= 0; i++)
+    bad = ec->scalar_type == TD_INT32 ? ((const int32_t *)ec->ptr)[i] : ((const int64_t *)ec->ptr)[i];
+  td_release(ec);
+  if (bad < 0)
+    return rt_err(TD_ERR_ARG, "pow: integers to negative integer powers are not allowed (exponent %lld; "
+                  "convert the base to float first)", (long long)bad);
+  return 0;
+}
+
 int rt_kern_ew(RtCall *c, td_tensor *out)
 {
   const char *name = rt_op_lname(c->op);
@@ -355,6 +373,7 @@ int rt_kern_ew(RtCall *c, td_tensor *out)
       rc = rt_err(TD_ERR_DTYPE, "%s: not supported for dtype %s", name, td_dtype_name(cd));
   }
   for (int i = 0; i < c->nin; i++) if (!in[i]) rc = TD_ERR_NOMEM;
+  if (!rc && op == RT_OP_POW && (cd == TD_INT32 || cd == TD_INT64)) rc = int_pow_check(in[1]);
   if (!rc && out->nelem > 0) {
     iter_init(&it, out, c->nin, in);
     rt_parallel_for(out->nelem, EW_GRAIN, iter_range, &it);

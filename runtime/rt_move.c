@@ -68,13 +68,8 @@ int rt_meta_permute(RtCall *c)
   td_attrs *a = &c->attrs;
   if (a->ndims != x->ndim)
     return rt_err(TD_ERR_SHAPE, "permute: %d dims given for a tensor with %d dims", a->ndims, x->ndim);
-  int seen = 0;
-  for (int i = 0; i < a->ndims; i++) {
-    if (rt_wrap_dim("permute", &a->dims[i], x->ndim)) return TD_ERR_INDEX;
-    if (seen & (1 << a->dims[i])) return rt_err(TD_ERR_ARG, "permute: dim %lld repeats", (long long)a->dims[i] + 1);
-    seen |= 1 << a->dims[i];
-    c->sizes[i] = x->sizes[a->dims[i]];
-  }
+  if (rt_dims_check("permute", a->ndims, a->dims, x->ndim, false, NULL)) return TD_ERR_INDEX;
+  for (int i = 0; i < a->ndims; i++) c->sizes[i] = x->sizes[a->dims[i]];
   c->ndim = x->ndim;
   return 0;
 }

@@ -252,20 +252,8 @@ int rt_meta_red(RtCall *c)
     return rt_err(TD_ERR_ARG, "%s: invalid number of dims %d", name, at->ndims);
   if ((op == RT_OP_ARGMAX || op == RT_OP_ARGMIN) && at->ndims != -1 && at->ndims != 1)
     return rt_err(TD_ERR_ARG, "%s: expected one dim (or none, for the flattened tensor), got %d dims", name, at->ndims);
-  if (at->ndims > 0) {
-    /* wrap, sort, reject repeats; the normalized list is what autograd reads */
-    for (int i = 0; i < at->ndims; i++) {
-      int64_t d = at->dims[i];
-      if (rt_wrap_dim(name, &d, nd)) return TD_ERR_INDEX;
-      int k = i;
-      for (; k > 0 && at->dims[k - 1] > d; k--) at->dims[k] = at->dims[k - 1];
-      at->dims[k] = d;
-    }
-    for (int i = 1; i < at->ndims; i++)
-      if (at->dims[i] == at->dims[i - 1])
-        return rt_err(TD_ERR_ARG, "%s: dim %lld appears multiple times in the list of dims", name,
-                      (long long)at->dims[i] + 1);
-  }
+  /* wrap, sort, reject repeats; the normalized list is what autograd reads */
+  if (at->ndims > 0 && rt_dims_check(name, at->ndims, at->dims, nd, true, NULL)) return TD_ERR_INDEX;
   uint32_t mask = red_mask(at, nd);
   if (op == RT_OP_NORM && isnan(at->s[0])) return rt_err(TD_ERR_ARG, "norm: p must be a number, got nan");
   /* max/min/argmax/argmin have no identity: an empty reduced dim is an error */

@@ -89,5 +89,11 @@ TD_API td_tensor *td_randn(int ndim, const int64_t *size, int dtype)
 TD_API td_tensor *td_randint(int64_t lo, int64_t hi, int ndim, const int64_t *size, int dtype)
 {
   if (hi <= lo) return rt_errp(TD_ERR_ARG, "randint: empty range [%lld, %lld)", (long long)lo, (long long)hi);
-  return rng_fill("randint", ndim, size, dtype, 2, lo, hi - lo);
+  int64_t span;
+  if (__builtin_sub_overflow(hi, lo, &span))
+    return rt_errp(TD_ERR_ARG, "randint: range [%lld, %lld) is wider than int64", (long long)lo, (long long)hi);
+  /* every value drawn must fit the dtype (no wrapping into uint8) */
+  if (dtype != TD_BOOL && (rt_value_check("randint", (double)lo, dtype) || rt_value_check("randint", (double)(hi - 1), dtype)))
+    return NULL;
+  return rng_fill("randint", ndim, size, dtype, 2, lo, span);
 }

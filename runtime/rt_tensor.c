@@ -68,7 +68,7 @@ bool rt_tensor_is_contig(const td_tensor *t)
   return true;
 }
 
-TD_API int td_is_contiguous(const td_tensor *t) { return rt_tensor_is_contig(t); }
+TD_API int td_is_contiguous(const td_tensor *t) { return t && rt_tensor_is_contig(t); }
 
 static int check_shape(const char *op, int ndim, const int64_t *size, int64_t *numel)
 {
@@ -155,6 +155,7 @@ static void fill(td_tensor *t, double v)
 
 TD_API td_tensor *td_full(int ndim, const int64_t *size, double v, int dtype)
 {
+  if (rt_value_check("full", v, dtype)) return NULL;
   td_tensor *t = rt_tensor_new(ndim, size, dtype);
   if (t) fill(t, v);
   return t;
@@ -172,7 +173,10 @@ TD_API td_tensor *td_from_doubles(int ndim, const int64_t *size, int dtype, cons
   td_tensor *t = rt_tensor_new(ndim, size, dtype);
   if (!t) return NULL;
   int sz = rt_dtype_size(dtype);
-  for (int64_t i = 0; i < t->nelem; i++) rt_store(rt_ptr(t) + i * sz, dtype, src[i]);
+  for (int64_t i = 0; i < t->nelem; i++) {
+    if (rt_value_check("tensor", src[i], dtype)) { td_release(t); return NULL; }
+    rt_store(rt_ptr(t) + i * sz, dtype, src[i]);
+  }
   return t;
 }
 
@@ -193,7 +197,11 @@ TD_API td_tensor *td_arange(double start, double stop, double step, int dtype)
   if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step))
     return rt_errp(TD_ERR_ARG, "arange: invalid range start=%g stop=%g step=%g", start, stop, step);
   double nd = ceil((stop - start) / step);
+  if (nd >= 9007199254740992.0)
+    return rt_errp(TD_ERR_SHAPE, "arange: size overflows int64 (start=%g stop=%g step=%g)", start, stop, step);
   int64_t n = nd > 0 ? (int64_t)nd : 0;
+  if (n > 0 && (rt_value_check("arange", start, dtype) || rt_value_check("arange", start + (double)(n - 1) * step, dtype)))
+    return NULL;
   td_tensor *t = rt_tensor_new(1, &n, dtype);
   if (!t) return NULL;
   int sz = rt_dtype_size(dtype);
@@ -262,6 +270,7 @@ static int read_device(const td_tensor *t, double *dst)
 
 TD_API int td_read(const td_tensor *t, double *dst)
 {
+  RT_ARG(t, "read", 1, TD_ERR_ARG);
   if (t->device_type == TD_OPENCL && rt_has_data(t)) return read_device(t, dst);
   if (!t->ptr) return no_data("read", t);
   if (t->nelem == 0) return 0;
@@ -271,6 +280,7 @@ TD_API int td_read(const td_tensor *t, double *dst)
 
 TD_API int td_item(const td_tensor *t, double *out)
 {
+  RT_ARG(t, "item", 1, TD_ERR_ARG);
   if (t->nelem != 1)
     return rt_err(TD_ERR_SHAPE, "item: a tensor with %lld elements cannot be converted to a number",
                   (long long)t->nelem);

@@ -233,6 +233,11 @@ TD_API void td_compile_free(td_compiled *cf);
 TD_API int td_compile_begin(td_compiled *cf, int nargs, td_tensor *const *args);
 TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_tensor **results, int mode);
 TD_API void td_compile_abort(td_compiled *cf);
+/* The traced function was suspended (a Lua coroutine yielded inside it): no
+** op is traced until td_compile_resume (an error if another trace is active
+** on this thread, or this one was abandoned by a later begin). */
+TD_API void td_compile_pause(td_compiled *cf);
+TD_API int td_compile_resume(td_compiled *cf);
 TD_API const char *td_compile_text(const td_compiled *cf);   /* what the last EXPLAIN found */
 TD_API int td_compile_variants(const td_compiled *cf);
 TD_API int td_compile_eager_grad(const td_compiled *cf);     /* runs eagerly while grad mode is on */

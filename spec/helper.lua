@@ -55,6 +55,30 @@ function H.raises(f, ...)
   return err
 end
 
+-- -- Child processes --------------------------------------------------------------------------
+
+function H.sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- H.child(script[, env[, timeout]]): run a Lua script in a fresh luajit with this
+-- tide build and Lua path (a crash there cannot take the spec run down); its
+-- output (stdout and stderr) and exit status (a signal shows as 128 + its number)
+function H.child(script, env, timeout)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(script)
+  f:close()
+  local vars = { "LUA_PATH=" .. H.sh_quote(package.path) }
+  for k, v in pairs(env or {}) do vars[#vars + 1] = k .. "=" .. H.sh_quote(v) end
+  -- a hang is killed (status 137) rather than stopping the suite
+  local p = io.popen(table.concat(vars, " ") .. " timeout -s KILL " .. (timeout or 120) .. " luajit " ..
+    H.sh_quote(path) .. " 2>&1; echo \"@rc=$?\"")
+  local out = p:read("*a")
+  p:close()
+  os.remove(path)
+  local rc = tonumber(out:match("@rc=(%d+)\n?$"))
+  return (out:gsub("@rc=%d+\n?$", "")), rc
+end
+
 -- H.stderr_of(fn, ...): what fn(...) wrote to stderr (Lua's io.stderr and C's
 -- fprintf(stderr): file descriptor 2 points at a temporary file meanwhile),
 -- then fn's results; an error in fn is re-raised after stderr is restored

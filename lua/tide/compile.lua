@@ -77,11 +77,51 @@ local function collect_outputs(res)
   return where, ptrs
 end
 
+-- A trace belongs to its call. The function runs in a coroutine of its own, so
+-- that a yield inside it (a compiled function called from a coroutine) comes
+-- back here: tracing pauses while control is outside the function (ops there
+-- run eagerly, never traced), the values are yielded on to the caller, and
+-- tracing resumes with the function. A call abandoned while suspended ends
+-- its trace when the suspended coroutine is collected (the guard's __gc), or
+-- when the compiled function is called again.
+local function abandon_guard(self, call)
+  local g = newproxy(true)
+  getmetatable(g).__gc = function()
+    if self.suspended == call then self.suspended = nil; C.td_compile_abort(self.cf) end
+  end
+  return g
+end
+
+local function call_traced(self, ...)
+  local co = coroutine.create(self.body)
+  local res = pack(coroutine.resume(co, ...))
+  if coroutine.status(co) ~= "suspended" then return res end
+  local call = (self.calls or 0) + 1
+  self.calls = call
+  local guard = abandon_guard(self, call)
+  repeat
+    C.td_compile_pause(self.cf)
+    self.suspended = call
+    local back = pack(pcall(coroutine.yield, unpack(res, 2, res.n)))
+    if self.suspended ~= call then
+      return { n = 2, false, ("tide.compile: %s was called again while this call was suspended in a coroutine; "
+        .. "its trace was abandoned"):format(self.name) }
+    end
+    self.suspended = nil
+    if not back[1] then return { n = 2, false, back[2] } end        -- yield outside a coroutine
+    if C.td_compile_resume(self.cf) ~= 0 then return { n = 2, false, core.last_error() } end
+    res = pack(coroutine.resume(co, unpack(back, 2, back.n)))
+  until coroutine.status(co) ~= "suspended"
+  guard = nil
+  return res
+end
+
 local function run(self, mode, ...)
   if mode == 0 and on_device(...) then return device_eager(self, ...) end
   local args, nargs = arg_tensors(...)
+  if self.suspended then self.suspended = nil end     -- begin drops that call's trace
   core.check(C.td_compile_begin(self.cf, nargs, args))
-  local res = pack(pcall(self.fn, ...))
+  local res = call_traced(self, ...)
   if not res[1] then
     C.td_compile_abort(self.cf)
     local msg = res[2]
@@ -153,7 +193,9 @@ function M.compile(fn, opts)
                         opts.dynamic and C.TD_COMPILE_DYNAMIC or 0)
   local cf = C.td_compile_new(name, flags)
   if cf == nil then core.fail() end
-  return setmetatable({ fn = fn, cf = ffi.gc(cf, C.td_compile_free), name = name,
+  -- body: what the traced call's coroutine runs (a callable table is not a function)
+  local body = type(fn) == "function" and fn or function(...) return fn(...) end
+  return setmetatable({ fn = fn, body = body, cf = ffi.gc(cf, C.td_compile_free), name = name,
                         fallback = opts.fallback == "eager" }, Compiled)
 end
 

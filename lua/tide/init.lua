@@ -77,13 +77,8 @@ local function default_dtype(opts, fname, fallback)
   return core.dtype_id(opts.dtype, fname) or fallback or tide.get_default_dtype().id
 end
 
-local function integer(v, n, fname, what)
-  if type(v) ~= "number" or v ~= math.floor(v) or v ~= v or v == math.huge or v == -math.huge then
-    raise(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, what or "integer",
-      type(v) == "number" and tostring(v) or tensor.typename(v)))
-  end
-  return v
-end
+local args = require "tide.args"
+local integer = args.int
 
 local makers = {
   empty = function(s, dt) return C.td_empty(#s, dims(s), dt) end,

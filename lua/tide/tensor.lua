@@ -26,74 +26,13 @@ local function attrs()
 end
 M.attrs = attrs
 
--- -- Argument helpers ----------------------------------------------------------------
+-- -- Argument helpers (tide.args) -------------------------------------------------------
 
-local function typename(x)
-  if is_tensor(x) then return "Tensor" end
-  return type(x)
-end
-
--- "bad argument #2 to 'view' (integer size expected, got 2.5)": a number that is
--- not the expected integer is shown by value, anything else by type
-local function argerr(n, fname, expected, x)
-  local got = (type(x) == "number" and expected:find("integer")) and tostring(x) or typename(x)
-  raise(("bad argument #%d to '%s' (%s expected, got %s)"):format(n, fname, expected, got))
-end
-M.argerr = argerr
-M.typename = typename
-
-local function targ(x, n, fname)
-  if not is_tensor(x) then argerr(n, fname, "Tensor", x, 3) end
-  return x
-end
-M.targ = targ
-
--- 1-based (or negative) Lua dim -> 0-based (or negative) C dim; C checks the range
-local function cdim(d, fname, level, argn)
-  if type(d) ~= "number" or d ~= math.floor(d) then argerr(argn or 2, fname, "integer dim", d) end
-  if d == 0 then raise(fname .. ": dim 0 is invalid (dims are 1-based; -1 is the last)") end
-  return d > 0 and d - 1 or d
-end
-M.cdim = cdim
-
--- A 1-based (or negative) dim of a tensor with n dims, checked -> 1-based positive.
--- extra widens the range (unsqueeze inserts at 1..n+1).
-local function dim1(d, n, fname, argn, extra)
-  if type(d) ~= "number" or d ~= math.floor(d) then argerr(argn or 2, fname, "integer dim", d) end
-  if d == 0 then raise(fname .. ": dim 0 is invalid (dims are 1-based; -1 is the last)") end
-  local m = n + (extra or 0)
-  local r = d < 0 and m + d + 1 or d
-  if r < 1 or r > m then
-    raise(("%s: dim %d is out of range for a tensor with %d dims (valid: 1..%d or -%d..-1)"):format(
-      fname, d, n, m, m))
-  end
-  return r
-end
-M.dim1 = dim1
-M.cdim = cdim
-
--- (3, 4) or ({3, 4}) -> {3, 4}; trailing option tables are not part of it.
--- level: where a bad size is reported, counted from shape_at's caller.
-local function shape_at(level, fname, ...)
-  local a = ...
-  local intable = type(a) == "table"
-  local s = intable and a or { ... }
-  for i = 1, #s do
-    local v = s[i]
-    if type(v) ~= "number" or v ~= math.floor(v) or v ~= v or v == math.huge or v == -math.huge then
-      local got = type(v) == "number" and tostring(v) or typename(v)
-      raise(("bad argument #%d to '%s' (integer size expected, got %s)"):format(intable and 1 or i, fname, got),
-        level + 1)
-    end
-  end
-  if #s > 8 then raise(fname .. ": at most 8 dims are supported, got " .. #s, level + 1) end
-  return s
-end
-M.shape_at = shape_at
-local function shape_of(fname, ...)
-  local s = shape_at(3, fname, ...)
-  return s
-end
+local args = require "tide.args"
+local typename, argerr, targ, cdim, dim1, shape_at = args.typename, args.argerr, args.tensor, args.cdim,
+  args.dim, args.shape_at
+M.argerr, M.typename, M.targ, M.cdim, M.dim1, M.shape_at = argerr, typename, targ, cdim, dim1, shape_at
+local function shape_of(fname, ...) return shape_at(3, fname, ...) end
 M.shape_of = shape_of
 
 local function set_i64(buf, t) for i = 1, #t do buf[i - 1] = t[i] end return buf end
@@ -266,7 +205,10 @@ function T.element_size(x) return C.td_dtype_size(x.scalar_type) end
 
 -- raw fields: td_tensor is opaque to the FFI; read it through td_tensor_fields
 local FIELDS = ffi.typeof("td_tensor_fields *")
-M.fields = function(x) return ffi.cast(FIELDS, x.p) end
+M.fields = function(x)
+  if x.p == nil then targ(x, 1, "size") end      -- Tensor.size(freed) and friends: never read NULL
+  return ffi.cast(FIELDS, x.p)
+end
 for _, f in ipairs { "ndim", "scalar_type", "device_type", "sizes", "strides", "offset", "nelem", "ptr", "flags" } do
   getters[f] = function(x) return ffi.cast(FIELDS, x.p)[f] end
 end
@@ -298,7 +240,7 @@ getters.T = function(x) return T.permute(x, (function() local p = {} for i = x.n
 getters.data = function(x) return T.detach(x) end
 
 setters.grad = function(x, g)
-  if g ~= nil and not is_tensor(g) then argerr(2, "grad", "Tensor or nil", g, 3) end
+  if g ~= nil and (not is_tensor(g) or g.p == nil) then argerr(2, "grad", "Tensor or nil", g) end
   check(C.td_set_grad(x.p, g ~= nil and g.p or nil), 3)
 end
 setters.requires_grad = function(x, b) check(C.td_set_requires_grad(x.p, b and 1 or 0), 3) end
@@ -361,6 +303,7 @@ for name, d in pairs { float = "float32", double = "float64", long = "int64", in
 end
 function T.clone(x) targ(x, 1, "clone"); return op1(OP.copy, x, nil) end
 function T.contiguous(x)
+  targ(x, 1, "contiguous")
   if C.td_is_contiguous(x.p) ~= 0 then return x end
   return op1(OP.copy, x, nil)
 end
@@ -431,17 +374,15 @@ function T.reshape(x, ...)
   if p == nil then raise((core.last_error():gsub("^view:", "reshape:"))) end
   return wrap(p)
 end
-function T.view_as(x, y) return T.view(x, T.size(y)) end
-function T.reshape_as(x, y) return T.reshape(x, T.size(y)) end
-function T.expand_as(x, y) return T.expand(x, T.size(y)) end
+function T.view_as(x, y) targ(y, 2, "view_as"); return T.view(x, T.size(y)) end
+function T.reshape_as(x, y) targ(y, 2, "reshape_as"); return T.reshape(x, T.size(y)) end
+function T.expand_as(x, y) targ(y, 2, "expand_as"); return T.expand(x, T.size(y)) end
 
 function T.permute(x, ...)
   targ(x, 1, "permute")
-  local p = shape_of("permute", ...)
-  local at = attrs()
-  at.ndims = #p
-  for i = 1, #p do at.dims[i - 1] = cdim(p[i], "permute") end
-  return op1(OP.permute, x, at)
+  local p = ...
+  if type(p) ~= "table" then p = { ... } end
+  return op1(OP.permute, x, args.dims_into(attrs(), p, "permute", 2))
 end
 
 function T.transpose(x, d1, d2)
@@ -464,8 +405,8 @@ end
 function T.narrow(x, d, start, len)
   targ(x, 1, "narrow")
   local dd = dim1(d, x.ndim, "narrow")
-  if type(start) ~= "number" or start ~= math.floor(start) then argerr(3, "narrow", "integer start", start) end
-  if type(len) ~= "number" or len ~= math.floor(len) then argerr(4, "narrow", "integer length", len) end
+  args.int(start, 3, "narrow", "integer start")
+  args.int(len, 4, "narrow", "integer length")
   local n = tonumber(x.sizes[dd - 1])
   local s0 = start < 0 and n + start or start - 1
   if start == 0 or s0 < 0 or s0 > n or len < 0 or s0 + len > n then
@@ -484,9 +425,13 @@ function T.slice(x, d, start, stop, step)
   local dd = dim1(d, x.ndim, "slice")
   local n = tonumber(x.sizes[dd - 1])
   start, stop, step = start or 1, stop or n, step or 1
-  for i, v in ipairs { start, stop, step } do
+  -- bounds are integers or +-inf, clamped to the dim as Python clamps huge ones
+  -- (slice(d, 1, math.huge) is "to the end"); NaN fails the integer test
+  for i, v in ipairs { start, stop } do
     if type(v) ~= "number" or v ~= math.floor(v) then argerr(i + 2, "slice", "integer", v) end
   end
+  args.int(step, 5, "slice", "integer step")
+  start, stop = math.max(math.min(start, n + 1), -n - 1), math.max(math.min(stop, n + 1), -n - 1)
   if start < 0 then start = n + start + 1 end
   if stop < 0 then stop = n + stop + 1 end
   local at = attrs()
@@ -498,7 +443,7 @@ function T.select(x, d, idx)
   targ(x, 1, "select")
   local at = attrs()
   at.i[0] = cdim(d, "select")
-  if type(idx) ~= "number" or idx ~= math.floor(idx) then argerr(3, "select", "integer index", idx) end
+  args.int(idx, 3, "select", "integer index")
   if idx == 0 then raise("select: index 0 is invalid (indices are 1-based; -1 is the last)") end
   at.i[1] = idx > 0 and idx - 1 or idx
   return op1(OP.select, x, at)
@@ -573,10 +518,7 @@ local function red_attrs(fname, x, dims, keep)
   if type(dims) == "table" and dims.dim ~= nil then keep = dims.keepdim; dims = dims.dim end
   if dims == nil then at.ndims = -1
   elseif type(dims) == "number" then at.ndims = 1; at.dims[0] = cdim(dims, fname, 3)
-  elseif type(dims) == "table" then
-    at.ndims = #dims
-    for i = 1, #dims do at.dims[i - 1] = cdim(dims[i], fname, 3) end
-  else argerr(2, fname, "dim", dims, 3) end
+  else args.dims_into(at, dims, fname, 2) end
   at.keepdim = keep and 1 or 0
   return at
 end
@@ -695,11 +637,19 @@ T.ger = T.outer
 -- addmm(c, a, b, {beta=1, alpha=1}) = beta c + alpha (a @ b)
 function T.addmm(c, a, b, opts)
   targ(c, 1, "addmm")
-  local beta, alpha = 1, 1
-  if type(opts) == "table" then beta, alpha = opts.beta or 1, opts.alpha or 1 end
+  opts = args.opts("addmm", opts, "beta alpha", 4)
+  local beta, alpha = opts.beta or 1, opts.alpha or 1
+  if type(beta) ~= "number" then argerr(4, "addmm", "number beta", beta) end
+  if type(alpha) ~= "number" then argerr(4, "addmm", "number alpha", alpha) end
   local p = T.mm(a, b)
   if alpha ~= 1 then p = p * alpha end
-  if beta == 0 then return p + T.mul(c, 0) end
+  -- beta = 0 ignores c's values (NaN and inf included), as PyTorch: only its
+  -- shape and dtype take part, through zeros of them
+  if beta == 0 then
+    local z = wrap(C.td_full(c.ndim, set_i64(i64buf, T.size(c)), 0, c.scalar_type))
+    if c.device_type ~= 0 then z = wrap(C.td_to_device(z.p, c.device_type, -1)) end
+    return p + z
+  end
   if beta ~= 1 then c = c * beta end
   return c + p
 end
@@ -774,11 +724,11 @@ function T.split(x, size, d)
   local n, parts, pos = T.size(x, d), {}, 1
   if type(size) == "table" then
     local total = 0
-    for _, s in ipairs(size) do total = total + s end
+    for _, s in ipairs(size) do args.count(s, 2, "split", "table of non-negative integer sizes"); total = total + s end
     if total ~= n then raise(("split: sizes sum to %d but dim %d has size %d"):format(total, d, n), 2) end
     for _, s in ipairs(size) do parts[#parts + 1] = T.narrow(x, d, pos, s); pos = pos + s end
   else
-    if type(size) ~= "number" or size < 1 then argerr(2, "split", "positive size", size) end
+    if not args.is_int(size) or size < 1 then argerr(2, "split", "positive integer size", size) end
     while pos <= n do
       local s = math.min(size, n - pos + 1)
       parts[#parts + 1] = T.narrow(x, d, pos, s); pos = pos + s
@@ -788,7 +738,7 @@ function T.split(x, size, d)
 end
 function T.chunk(x, k, d)
   targ(x, 1, "chunk")
-  if type(k) ~= "number" or k < 1 then argerr(2, "chunk", "positive number of chunks", k) end
+  if not args.is_int(k) or k < 1 then argerr(2, "chunk", "positive integer number of chunks", k) end
   local n = T.size(x, d or 1)
   return T.split(x, math.max(1, math.ceil(n / k)), d)
 end

@@ -36,22 +36,8 @@ end
 
 -- -- Child processes (the disk cache) -------------------------------------------------------------
 
-local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
--- run a Lua script in a fresh luajit with the same tide build and Lua path
-local function run_child(script, env)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(script)
-  f:close()
-  local vars = { "LUA_PATH=" .. sh_quote(package.path) }
-  for k, v in pairs(env or {}) do vars[#vars + 1] = k .. "=" .. sh_quote(v) end
-  local p = io.popen(table.concat(vars, " ") .. " luajit " .. sh_quote(path) .. " 2>&1")
-  local out = p:read("*a")
-  p:close()
-  os.remove(path)
-  return out
-end
+local sh_quote = H.sh_quote
+local function run_child(script, env) return (H.child(script, env)) end
 
 describe("tide.compile guards", function()
   it("the stderr capture sees C and Lua writes", function()

@@ -8,6 +8,7 @@ Shapes as PyTorch: input (N, C, H, W), weight (O, C/groups, kh, kw).
 local tide = require "tide"
 local core = require "tide.core"
 local raise, is_tensor = core.raise, core.is_tensor
+local args = require "tide.args"
 
 local F = {}
 
@@ -107,26 +108,36 @@ function F.avg_pool2d(x, kernel, opts)
   return cols:mean(2):view(N, C, OH, OW)
 end
 
+-- The (O, I) matrix averaging input positions floor(i I / O) .. ceil((i+1) I / O) - 1
+-- (0-based) into output position i, as PyTorch's adaptive pooling windows; built
+-- from index tensors in float64 (i I / O is exact for any size that fits memory).
+local function adaptive_matrix(O, I, like)
+  local o = tide.arange(O, { dtype = tide.float64 }):view(O, 1)
+  local i = tide.arange(I, { dtype = tide.float64 }):view(1, I)
+  local lo, hi = (o * I / O):floor(), ((o + 1) * I / O):ceil()
+  local inside = i:ge(lo):logical_and(i:lt(hi)):to(tide.float64)
+  return (inside / (hi - lo)):to(like.dtype):to(like.device)
+end
+
 -- adaptive_avg_pool2d(x, output_size): cell (i, j) averages rows
--- floor(i H / OH) .. ceil((i+1) H / OH) - 1 (0-based), as PyTorch
+-- floor(i H / OH) .. ceil((i+1) H / OH) - 1 (0-based), as PyTorch. Sizes that
+-- divide the input are an average pool; others are y = A_h x A_w^T with the
+-- averaging matrices above (two matmuls, any output size, differentiable).
 function F.adaptive_avg_pool2d(x, output_size)
   check4("adaptive_avg_pool2d", x)
-  local o = pair(output_size)
+  local o = type(output_size) == "number" and { output_size, output_size } or output_size
+  if type(o) ~= "table" or #o ~= 2 or not args.is_int(o[1]) or not args.is_int(o[2]) or o[1] < 1 or o[2] < 1 then
+    raise(("adaptive_avg_pool2d: output_size must be a positive integer or a pair of them, got %s")
+      :format(type(output_size) == "table" and "{" .. table.concat(output_size, ", ") .. "}" or tostring(output_size)))
+  end
   local N, C, H, W = unpack(x:size())
   if H % o[1] == 0 and W % o[2] == 0 then
     return F.avg_pool2d(x, { H / o[1], W / o[2] })
   end
-  local rows = {}
-  for i = 0, o[1] - 1 do
-    local h0, h1 = math.floor(i * H / o[1]), math.ceil((i + 1) * H / o[1])
-    local cells = {}
-    for j = 0, o[2] - 1 do
-      local w0, w1 = math.floor(j * W / o[2]), math.ceil((j + 1) * W / o[2])
-      cells[#cells + 1] = x:narrow(3, h0 + 1, h1 - h0):narrow(4, w0 + 1, w1 - w0):mean({ 3, 4 })
-    end
-    rows[#rows + 1] = tide.stack(cells, 3)          -- (N, C, OW)
+  if o[1] * math.max(H, 1) >= 2 ^ 53 or o[2] * math.max(W, 1) >= 2 ^ 53 or N * C * o[1] * o[2] >= 2 ^ 53 then
+    raise(("adaptive_avg_pool2d: size overflows int64 (output {%d, %d} of input %s)"):format(o[1], o[2], shape(x)))
   end
-  return tide.stack(rows, 3)                          -- (N, C, OH, OW)
+  return adaptive_matrix(o[1], H, x):matmul(x):matmul(adaptive_matrix(o[2], W, x):t())
 end
 
 -- batch_norm(x, running_mean, running_var, weight, bias, {training=false, momentum=0.1, eps=1e-5})
