@@ -100,10 +100,11 @@ function M.dims_into(at, list, fname, argn)
 end
 
 -- Option tables: nil -> {}; a table whose keys are all among `allowed` (a
--- string of names separated by spaces); anything else raises
--- "<fn>: unknown option 'num_workrs'" (with the valid names).
+-- string of names separated by spaces, or a table whose keys are the names);
+-- anything else raises "<fn>: unknown option 'num_workrs' (valid: ...)".
 local sets = {}
 local function option_set(allowed)
+  if type(allowed) == "table" then return allowed end
   local s = sets[allowed]
   if not s then
     s = {}
@@ -112,16 +113,17 @@ local function option_set(allowed)
   end
   return s
 end
+
 function M.opts(fname, opts, allowed, argn)
   if opts == nil then return {} end
   if type(opts) ~= "table" or is_tensor(opts) then argerr(argn or 2, fname, "options table", opts) end
   local s = option_set(allowed)
   for k in pairs(opts) do
-    if not s[k] then
+    if s[k] == nil then
       local names = {}
-      for name in allowed:gmatch("%S+") do names[#names + 1] = name end
+      for name in pairs(s) do names[#names + 1] = tostring(name) end
       table.sort(names)
-      raise(("%s: unknown option '%s' (valid: %s)"):format(fname, tostring(k),
+      raise(("%s: unknown option %s (valid: %s)"):format(fname, type(k) == "string" and "'" .. k .. "'" or tostring(k),
         #names > 0 and table.concat(names, ", ") or "none"))
     end
   end

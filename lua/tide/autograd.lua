@@ -5,6 +5,7 @@ this module marshals tables of tensors across the FFI.
 --]]
 local core = require "tide.core"
 local tensor = require "tide.tensor"
+local args = require "tide.args"
 local ffi, C = core.ffi, core.C
 local is_tensor, check = core.is_tensor, core.check
 local T = tensor.Tensor
@@ -28,7 +29,7 @@ end
 function T.backward(x, grad, opts)
   tensor.targ(x, 1, "backward")
   if type(grad) == "table" and not is_tensor(grad) then opts, grad = grad, nil end
-  opts = opts or {}
+  opts = args.opts("backward", opts, "retain_graph create_graph", 3)
   local outs, gs = ffi.new("td_tensor *[1]", x.p), nil
   if grad ~= nil then
     if type(grad) == "number" then grad = require("tide").full_like(x, grad) end
@@ -43,7 +44,7 @@ end
 -- tide.autograd.backward(tensors, grads, opts)
 function A.backward(outputs, grads, opts)
   outputs = list_of(outputs, "backward", 1)
-  opts = opts or {}
+  opts = args.opts("backward", opts, "retain_graph create_graph", 3)
   local gp = nil
   if grads ~= nil then grads = list_of(grads, "backward", 2); gp = ptrs(grads) end
   local retain = opts.retain_graph
@@ -56,7 +57,7 @@ end
 function A.grad(outputs, inputs, opts)
   outputs = list_of(outputs, "grad", 1)
   inputs = list_of(inputs, "grad", 2)
-  opts = opts or {}
+  opts = args.opts("grad", opts, "grad_outputs retain_graph create_graph allow_unused", 3)
   local gp = nil
   if opts.grad_outputs then gp = ptrs(list_of(opts.grad_outputs, "grad", 3)) end
   local res = ffi.new("td_tensor *[?]", #inputs)
@@ -100,7 +101,7 @@ function A.is_grad_enabled() return C.td_grad_enabled() ~= 0 end
 -- float64 central differences. Inputs that require grad are perturbed.
 -- opts: eps=1e-6, atol=1e-5, rtol=1e-3, raise=true. Returns true or false, msg.
 function A.gradcheck(fn, inputs, opts)
-  opts = opts or {}
+  opts = args.opts("gradcheck", opts, "eps atol rtol raise", 3)
   local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
   if is_tensor(inputs) then inputs = { inputs } end
   local wrt = {}

@@ -13,6 +13,7 @@ runs eagerly from then on (tracing it again would repeat its Lua side effects).
 --]]
 local bit = require "bit"
 local core = require "tide.core"
+local args = require "tide.args"
 local ffi, C = core.ffi, core.C
 local is_tensor = core.is_tensor
 
@@ -181,7 +182,10 @@ function M.compile(fn, opts)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
     core.raise(("bad argument #1 to 'compile' (function expected, got %s)"):format(type(fn)))
   end
-  opts = opts or {}
+  opts = args.opts("compile", opts, "fallback name dynamic", 2)
+  if opts.name ~= nil and type(opts.name) ~= "string" then
+    core.raise(("compile: name must be a string, got %s"):format(args.typename(opts.name)))
+  end
   if opts.fallback ~= nil and opts.fallback ~= "eager" and opts.fallback ~= "error" then
     core.raise(("compile: fallback must be \"eager\" or \"error\", got %s"):format(tostring(opts.fallback)))
   end

@@ -6,6 +6,7 @@ batches are 1-based, as everything in tide's Lua API.
 --]]
 local tide = require "tide"
 local core = require "tide.core"
+local args = require "tide.args"
 local ffi = core.ffi
 local raise, is_tensor = core.raise, core.is_tensor
 
@@ -114,7 +115,7 @@ D.DataLoader = DataLoader
 -- DataLoader(dataset, {batch_size=1, shuffle=false, drop_last=false, seed=0, collate_fn=})
 -- With shuffle, epoch e (counting calls to :batches()) uses the order randperm(n, seed + e).
 function DataLoader.new(dataset, opts)
-  opts = opts or {}
+  opts = args.opts("DataLoader", opts, "batch_size shuffle drop_last seed collate_fn", 2)
   if type(dataset) ~= "table" or not dataset.len or not dataset.get then
     raise("bad argument #1 to 'DataLoader' (dataset with :len() and :get(i) expected)")
   end

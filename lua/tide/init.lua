@@ -20,13 +20,22 @@ for _, n in ipairs { "where", "cat", "concat", "concatenate", "stack", "embeddin
 local shape_at = tensor.shape_at
 local TD_MAX_DIMS = 8
 
--- Split (shape..., opts) arguments: a trailing table with string keys is the options.
+local args = require "tide.args"
+-- the options every creation function takes
+local CREATE_OPTS = "dtype device requires_grad"
+
+-- Split (shape..., opts) arguments: a trailing table with string keys is the options;
+-- a trailing dtype is short for {dtype = it} (zeros(2, 3, tide.float64)).
+local dtype_mt = getmetatable(core.dtypes.float32)
 local function split_opts(fname, ...)
   local n = select("#", ...)
   local last = n > 0 and select(n, ...) or nil
+  if getmetatable(last) == dtype_mt then
+    return shape_at(3, fname, unpack({ ... }, 1, n - 1)), { dtype = last }
+  end
   -- zeros({}) is 0-dim; zeros(2, {}) and zeros({2}, {}) take empty options
   if type(last) == "table" and last[1] == nil and (next(last) ~= nil or n > 1) then
-    return shape_at(3, fname, unpack({ ... }, 1, n - 1)), last
+    return shape_at(3, fname, unpack({ ... }, 1, n - 1)), args.opts(fname, last, CREATE_OPTS, n)
   end
   return shape_at(3, fname, ...), {}
 end
@@ -67,17 +76,12 @@ local function finish(t, opts, dev, idx)
   return t
 end
 
-local function options(fname, opts, n)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then argerr(n, fname, "options table", opts) end
-  return opts
-end
+local function options(fname, opts, n) return args.opts(fname, opts, CREATE_OPTS, n) end
 
 local function default_dtype(opts, fname, fallback)
   return core.dtype_id(opts.dtype, fname) or fallback or tide.get_default_dtype().id
 end
 
-local args = require "tide.args"
 local integer = args.int
 
 local makers = {
@@ -230,8 +234,7 @@ local function walk_data(v, d, st)
 end
 
 function tide.tensor(data, opts)
-  opts = opts or {}
-  if type(opts) ~= "table" then argerr(2, "tensor", "options table", opts) end
+  opts = options("tensor", opts, 2)
   if is_tensor(data) then
     local dev, idx = device_opt("tensor", opts, data)
     local t = data:clone():detach()

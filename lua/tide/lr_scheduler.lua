@@ -5,6 +5,7 @@ forms are PyTorch 1.13's, so the lr sequence equals torch's to the last bit.
 Epochs count from 0 as in PyTorch: construction performs step 0.
 --]]
 local core = require "tide.core"
+local args = require "tide.args"
 local raise = core.raise
 
 local M = {}
@@ -37,14 +38,7 @@ local function check_opt(name, opt)
   end
 end
 
-local function options(name, opts, allowed)
-  if opts == nil then opts = {} end
-  if type(opts) ~= "table" then argerr(2, name, "options table expected, got " .. type(opts)) end
-  for k in pairs(opts) do
-    if not allowed[k] then argerr(2, name, ("unknown option '%s'"):format(tostring(k))) end
-  end
-  return opts
-end
+local function options(name, opts, allowed) return args.opts(name, opts, allowed, 2) end
 
 local function number_opt(name, opts, key, default, required)
   local v = opts[key]

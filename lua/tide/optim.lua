@@ -10,6 +10,7 @@ state, keyed by that handle, follows at the next step).
 --]]
 local core = require "tide.core"
 local autograd = require "tide.autograd"
+local args = require "tide.args"
 local ffi, is_tensor, raise = core.ffi, core.is_tensor, core.raise
 
 local optim = {}
@@ -98,11 +99,9 @@ end
 local function make(cls, name, defaults, validate, params, opts)
   cls.__tostring = Optimizer.__tostring
   local self = setmetatable({ name = name, defaults = {}, param_groups = {}, state = {}, _validate = validate }, cls)
-  if opts ~= nil and type(opts) ~= "table" then argerr(2, name, "options table expected, got " .. typename(opts)) end
-  opts = opts or {}
-  for k, v in pairs(opts) do
-    if defaults[k] == nil and k ~= "lr" then argerr(2, name, ("unknown option '%s'"):format(tostring(k))) end
-  end
+  local allowed = { lr = true }
+  for k in pairs(defaults) do allowed[k] = true end
+  opts = args.opts(name, opts, allowed, 2)
   for k, v in pairs(defaults) do self.defaults[k] = v end
   for k, v in pairs(opts) do self.defaults[k] = v end
   if self.defaults.lr == nil then argerr(2, name, "lr is required") end
@@ -156,8 +155,11 @@ end
 -- zero_grad({set_to_none = true}): drop the gradients (default), or zero them in place
 function Optimizer:zero_grad(opts)
   local to_none = true
-  if type(opts) == "table" and opts.set_to_none ~= nil then to_none = opts.set_to_none
-  elseif type(opts) == "boolean" then to_none = opts end
+  if type(opts) == "boolean" then to_none = opts
+  else
+    opts = args.opts("zero_grad", opts, "set_to_none", 1)
+    if opts.set_to_none ~= nil then to_none = opts.set_to_none end
+  end
   for _, g in ipairs(self.param_groups) do
     for _, p in ipairs(g.params) do
       local gr = p.grad

@@ -10,6 +10,7 @@ readable when output goes to a file or CI.
 --]]
 local ffi = require "ffi"
 local core = require "tide.core"
+local args = require "tide.args"
 local raise = core.raise
 
 pcall(ffi.cdef, "int isatty(int fd);")
@@ -44,7 +45,7 @@ Bar.__index = Bar
 -- bar(total, {desc=, out=io.stdout, tty=auto, every=max(1, total/10), width=24, smoothing=0.1})
 -- Running values passed to update are averaged with exponential smoothing.
 function P.bar(total, opts)
-  opts = opts or {}
+  opts = args.opts("bar", opts, "desc out tty every width smoothing clock", 2)
   if total ~= nil and (type(total) ~= "number" or total < 0) then
     raise(("bad argument #1 to 'bar' (non-negative number or nil expected, got %s)"):format(tostring(total)))
   end

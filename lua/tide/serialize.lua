@@ -39,6 +39,7 @@ Design note.
 --]]
 local core = require "tide.core"
 local tensor = require "tide.tensor"
+local args = require "tide.args"
 local ffi, C = core.ffi, core.C
 local raise, wrap, is_tensor = core.raise, core.wrap, core.is_tensor
 local fields = tensor.fields
@@ -452,9 +453,9 @@ local function is_int(v) return type(v) == "number" and v == math.floor(v) and v
 
 -- load(path, {mmap=true, device="cpu"}) -> value, metadata
 function M.load(path, opts)
-  if opts ~= nil and type(opts) ~= "table" then tensor.argerr(2, "load", "table of options", opts) end
-  local use_map = not (opts and opts.mmap == false)
-  local device = opts and opts.device
+  opts = args.opts("load", opts, "mmap device", 2)
+  local use_map = opts.mmap ~= false
+  local device = opts.device
   if device ~= nil and tensor.check_device(device, "load") == 0 then device = nil end
   local f = open_read("load", path)
   local function fail(msg)

@@ -98,7 +98,8 @@ T.greater, T.less, T.equal_elems = T.gt, T.lt, T.eq
 function T.gelu(x, opts)
   targ(x, 1, "gelu")
   local at = attrs()
-  local approx = type(opts) == "table" and opts.approximate or opts
+  local approx = opts
+  if type(opts) == "table" then approx = args.opts("gelu", opts, "approximate", 2).approximate end
   if approx == "tanh" then at.flags = 1 elseif approx ~= nil and approx ~= "none" then
     raise("gelu: approximate must be 'none' or 'tanh', got " .. tostring(approx), 2)
   end
@@ -514,8 +515,8 @@ end
 -- (dim | {dims} | nil, keepdim | {keepdim=...}) -> attrs
 local function red_attrs(fname, x, dims, keep)
   local at = attrs()
-  if type(keep) == "table" then keep = keep.keepdim end
-  if type(dims) == "table" and dims.dim ~= nil then keep = dims.keepdim; dims = dims.dim end
+  if type(keep) == "table" then keep = args.opts(fname, keep, "keepdim", 3).keepdim end
+  if type(dims) == "table" and dims.dim ~= nil then keep = args.opts(fname, dims, "dim keepdim", 2).keepdim; dims = dims.dim end
   if dims == nil then at.ndims = -1
   elseif type(dims) == "number" then at.ndims = 1; at.dims[0] = cdim(dims, fname, 3)
   else args.dims_into(at, dims, fname, 2) end
@@ -575,6 +576,7 @@ for _, n in ipairs { "var", "std" } do
     targ(x, 1, n)
     local keep, corr = false, 1
     if type(opts) == "table" then
+      args.opts(n, opts, "correction unbiased keepdim", 3)
       keep = opts.keepdim
       if opts.correction ~= nil then corr = opts.correction elseif opts.unbiased == false then corr = 0 end
     elseif type(opts) == "boolean" then keep = opts end
@@ -588,6 +590,9 @@ end
 function T.norm(x, p, dims, keep)
   targ(x, 1, "norm")
   if p == "fro" or p == nil then p = 2 elseif p == "inf" then p = math.huge end
+  if type(p) ~= "number" then
+    raise(("norm: p must be a number, 'fro' or 'inf', got %s"):format(type(p) == "string" and "'" .. p .. "'" or typename(p)))
+  end
   local at = red_attrs("norm", x, dims, keep)
   at.s[0] = p
   return op1(OP.norm, x, at)
@@ -781,8 +786,8 @@ local function pair(v, what, fname, min)
   return v
 end
 
-local function window_attrs(fname, kernel, opts)
-  opts = opts or {}
+local function window_attrs(fname, kernel, opts, argn)
+  opts = args.opts(fname, opts, "stride padding dilation", argn)
   local k = pair(kernel, "kernel_size", fname, 1)
   local st = pair(opts.stride or 1, "stride", fname, 1)
   local pd = pair(opts.padding or 0, "padding", fname, 0)
@@ -798,14 +803,14 @@ end
 -- (N, C*kh*kw, L), column l holding the window at output position l (row-major)
 function M.im2col(x, kernel, opts)
   targ(x, 1, "im2col")
-  return op1(OP.unfold, x, window_attrs("im2col", kernel, opts))
+  return op1(OP.unfold, x, window_attrs("im2col", kernel, opts, 3))
 end
 
 -- col2im(cols, output_size, kernel_size, opts): the adjoint, summing overlapping windows
 function M.col2im(cols, output_size, kernel, opts)
   targ(cols, 1, "col2im")
   local o = pair(output_size, "output_size", "col2im", 1)
-  local at = window_attrs("col2im", kernel, opts)
+  local at = window_attrs("col2im", kernel, opts, 4)
   at.dims[4], at.dims[5] = o[1], o[2]
   return op1(OP.fold, cols, at)
 end

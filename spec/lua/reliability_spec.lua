@@ -264,3 +264,60 @@ describe("values that were silently wrong", function()
     assert.equal(2, #x:split(2))
   end)
 end)
+
+describe("option tables", function()
+  -- every function taking an options table names an unknown key (a typo must not pass silently)
+  local x4, w4 = tide.randn(1, 2, 5, 5), tide.randn(3, 2, 3, 3)
+  local cases = {
+    { "zeros", function() return tide.zeros(2, { dtyp = tide.float64 }) end },
+    { "zeros_like", function() return tide.zeros_like(x4, { devic = "cpu" }) end },
+    { "full", function() return tide.full({ 2 }, 1, { dtyp = 1 }) end },
+    { "arange", function() return tide.arange(0, 3, { dtyp = 1 }) end },
+    { "tensor", function() return tide.tensor({ 1 }, { requires_gard = true }) end },
+    { "randint", function() return tide.randint(0, 3, { 2 }, { dtyp = 1 }) end },
+    { "conv2d", function() return F.conv2d(x4, w4, nil, { pading = 1 }) end },
+    { "max_pool2d", function() return F.max_pool2d(x4, 2, { strde = 2 }) end },
+    { "avg_pool2d", function() return F.avg_pool2d(x4, 2, { strde = 2 }) end },
+    { "batch_norm", function() return F.batch_norm(x4, nil, nil, nil, nil, { trainin = true }) end },
+    { "im2col", function() return tide.im2col(x4, 2, { strid = 1 }) end },
+    { "embedding", function() return F.embedding(tide.tensor({ 1 }, { dtype = tide.int64 }), tide.randn(3, 2), { pad = 1 }) end },
+    { "scaled_dot_product_attention", function() local q = tide.randn(2, 4); return F.scaled_dot_product_attention(q, q, q, { causal = true }) end },
+    { "var", function() return x4:var(1, { correctoin = 0 }) end },
+    { "sum", function() return x4:sum(1, { keep = true }) end },
+    { "gelu", function() return x4:gelu({ approx = "tanh" }) end },
+    { "backward", function() return (x4:clone():requires_grad_() * 2):sum():backward({ retain = true }) end },
+    { "grad", function() local a = tide.ones(2):requires_grad_(); return tide.autograd.grad(a:sum(), a, { alow_unused = true }) end },
+    { "compile", function() return tide.compile(function() end, { fallbak = "eager" }) end },
+    { "DataLoader", function() return tide.data.DataLoader(tide.data.TensorDataset(tide.ones(4)), { num_workers = 2 }) end },
+    { "Linear", function() return tide.nn.Linear(2, 3, { biass = false }) end },
+    { "Conv2d", function() return tide.nn.Conv2d(2, 3, 3, { pading = 1 }) end },
+    { "BatchNorm2d", function() return tide.nn.BatchNorm2d(2, { momentun = 0.1 }) end },
+    { "LayerNorm", function() return tide.nn.LayerNorm(2, { epsilon = 1e-5 }) end },
+    { "Adam", function() return tide.optim.Adam({ tide.ones(2):requires_grad_() }, { betas2 = 1 }) end },
+    { "load", function() return tide.load("/nonexistent", { map = false }) end },
+    { "bar", function() return tide.progress.bar(3, { descr = "x" }) end },
+    { "addmm", function() return tide.addmm(tide.ones(2, 2), tide.ones(2, 2), tide.ones(2, 2), { betta = 0 }) end },
+  }
+  for _, c in ipairs(cases) do
+    it(c[1] .. " rejects an unknown option", function()
+      H.raises(c[2], c[1] .. ": unknown option '")
+    end)
+  end
+
+  it("a non-table where options go is a type error", function()
+    H.raises(function() return F.conv2d(x4, w4, nil, 3) end, "bad argument #4 to 'conv2d' (options table expected, got number)")
+    H.raises(function() return tide.compile(function() end, "eager") end, "bad argument #2 to 'compile' (options table expected, got string)")
+  end)
+
+  it("compile's name must be a string", function()
+    H.raises(function() return tide.compile(function() end, { name = {} }) end, "compile: name must be a string, got table")
+  end)
+
+  it("a trailing dtype is the dtype option; state_dict's key list is not options", function()
+    assert.equal(tide.float64, tide.randn(2, 3, tide.float64).dtype)
+    assert.equal(tide.float64, tide.zeros({ 2 }, tide.float64).dtype)
+    local a, b = tide.nn.Linear(2, 2), tide.nn.Linear(2, 2)
+    b:load_state_dict(a:state_dict())
+    H.close(a.weight, b.weight, 0)
+  end)
+end)

@@ -28,7 +28,7 @@ end
 
 -- conv2d(input, weight, bias, {stride=1, padding=0, dilation=1, groups=1})
 function F.conv2d(x, w, b, opts)
-  opts = opts or {}
+  opts = args.opts("conv2d", opts, "stride padding dilation groups", 4)
   check4("conv2d", x)
   if not is_tensor(w) or w:dim() ~= 4 then
     raise(("conv2d: weight must be a 4-D tensor (O, C/groups, kh, kw), got %s"):format(is_tensor(w) and shape(w) or type(w)))
@@ -40,7 +40,7 @@ function F.conv2d(x, w, b, opts)
     raise(("conv2d: input %s with %d groups needs weight (O, %d, kh, kw) and O divisible by %d, got weight %s")
       :format(shape(x), g, Cin % g == 0 and Cin / g or -1, g, shape(w)))
   end
-  local cols = tide.im2col(x, { kh, kw }, opts)                -- (N, C*kh*kw, L)
+  local cols = tide.im2col(x, { kh, kw }, { stride = opts.stride, padding = opts.padding, dilation = opts.dilation })
   local L = cols:size(3)
   local K = Cg * kh * kw
   local out = w:reshape(g, O / g, K):matmul(cols:view(N, g, K, L))   -- (N, g, O/g, L)
@@ -52,7 +52,7 @@ end
 
 -- conv1d(input (N, C, L), weight (O, C/groups, k), bias, opts): conv2d over a 1-row plane
 function F.conv1d(x, w, b, opts)
-  opts = opts or {}
+  opts = args.opts("conv1d", opts, "stride padding dilation groups", 4)
   if not is_tensor(x) or x:dim() ~= 3 then
     raise(("conv1d: expected a 3-D input (N, C, L), got %s"):format(is_tensor(x) and shape(x) or type(x)))
   end
@@ -84,7 +84,7 @@ end
 -- The padding must never win: the windows are taken of x shifted to be > 0, so
 -- im2col's zero padding is below every real value.
 function F.max_pool2d(x, kernel, opts)
-  opts = opts or {}
+  opts = args.opts("max_pool2d", opts, "stride padding dilation return_indices ceil_mode", 3)
   if opts.ceil_mode then raise("max_pool2d: ceil_mode=true is not supported") end
   local shift = 0
   if (opts.padding or 0) ~= 0 then
@@ -101,7 +101,7 @@ end
 
 -- avg_pool2d(x, kernel_size, {stride=kernel_size, padding=0}): count_include_pad, as PyTorch's default
 function F.avg_pool2d(x, kernel, opts)
-  opts = opts or {}
+  opts = args.opts("avg_pool2d", opts, "stride padding ceil_mode count_include_pad", 3)
   if opts.ceil_mode then raise("avg_pool2d: ceil_mode=true is not supported") end
   if opts.count_include_pad == false then raise("avg_pool2d: count_include_pad=false is not supported") end
   local cols, N, C, OH, OW = windows("avg_pool2d", x, kernel, opts)
@@ -145,7 +145,7 @@ end
 -- statistics normalize (biased variance) and the running ones are updated in
 -- place with the unbiased variance, as PyTorch.
 function F.batch_norm(x, rm, rv, w, b, opts)
-  opts = opts or {}
+  opts = args.opts("batch_norm", opts, "training momentum eps", 6)
   if not is_tensor(x) or x:dim() < 2 then
     raise(("batch_norm: expected an input (N, C, ...), got %s"):format(is_tensor(x) and shape(x) or type(x)))
   end

@@ -9,15 +9,13 @@ local core = require "tide.core"
 local tensor = require "tide.tensor"
 local raise, is_tensor = core.raise, tide.is_tensor
 local argerr, shape_str = tensor.argerr, tensor.shape_str
+local args = require "tide.args"
 
 local F = {}
 
-local function targ(x, n, fname)
-  if not is_tensor(x) then argerr(n, fname, "Tensor", x) end
-  return x
-end
+local targ = args.tensor
 local function optarg(x, n, fname)
-  if x ~= nil and not is_tensor(x) then argerr(n, fname, "Tensor or nil", x) end
+  if x ~= nil and (not is_tensor(x) or x.p == nil) then argerr(n, fname, "Tensor or nil", x) end
   return x
 end
 
@@ -75,7 +73,7 @@ function F.embedding(idx, weight, opts)
   local ok, out = pcall(tide.embedding, idx, weight)
   if not ok then raise((tostring(out):gsub("^index_select: index (%-?%d+) is out of range for dim 1 with size (%d+)",
     "embedding: index %1 is out of range for %2 embeddings (indices are 1-based)"):gsub("^index_select:", "embedding:"))) end
-  local pad = opts and opts.padding_idx
+  local pad = args.opts("embedding", opts, "padding_idx", 3).padding_idx
   if pad ~= nil then
     local n = weight:size(1)
     if pad < 0 then pad = n + pad + 1 end
@@ -182,15 +180,10 @@ function F.log_softmax(x, dim) return targ(x, 1, "log_softmax"):log_softmax(dim)
 -- On the CPU, without attn_mask or dropout and with equal batch dims, it is one
 -- fused op (rt_attn.c: no (L, S) scores are stored, the causal half is skipped,
 -- one kernel for the backward); otherwise the same formula from matmul and softmax.
-local sdpa_opts = { attn_mask = true, is_causal = true, scale = true, dropout_p = true }
 function F.scaled_dot_product_attention(q, k, v, opts)
   local fname = "scaled_dot_product_attention"
   targ(q, 1, fname); targ(k, 2, fname); targ(v, 3, fname)
-  opts = opts or {}
-  if type(opts) ~= "table" then argerr(4, fname, "table of options or nil", opts) end
-  for key in pairs(opts) do
-    if not sdpa_opts[key] then raise(("%s: unknown option '%s'"):format(fname, tostring(key))) end
-  end
+  opts = args.opts(fname, opts, "attn_mask is_causal scale dropout_p", 4)
   local mask, causal, p = opts.attn_mask, opts.is_causal and true or false, opts.dropout_p or 0
   optarg(mask, 4, fname)
   if causal and mask ~= nil then raise(fname .. ": is_causal and attn_mask cannot both be given") end

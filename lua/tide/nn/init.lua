@@ -35,6 +35,7 @@ Not here: Conv1d/Conv2d, BatchNorm, pooling, weight_norm/spectral_norm
 local tide = require "tide"
 local core = require "tide.core"
 local tensor = require "tide.tensor"
+local args = require "tide.args"
 local F = require "tide.nn.functional"
 local init = require "tide.nn.init_fns"
 local raise, is_tensor, argerr, shape_str = core.raise, tide.is_tensor, tensor.argerr, tensor.shape_str
@@ -194,6 +195,7 @@ end
 function Module:register_buffer(name, t, opts)
   if type(name) ~= "string" then argerr(1, "register_buffer", "string name", name) end
   if t ~= nil and not is_tensor(t) then argerr(2, "register_buffer", "Tensor or nil", t) end
+  opts = args.opts("register_buffer", opts, "persistent", 3)
   local regs = rawget(self, "_regs")
   reg_del(regs[1], name); reg_del(regs[3], name); rawset(self, name, nil)
   reg_set(regs[2], name, t)
@@ -415,7 +417,9 @@ end
 -- leaves the module unchanged. Returns {missing_keys=, unexpected_keys=}.
 function Module:load_state_dict(sd, opts)
   if type(sd) ~= "table" then argerr(1, "load_state_dict", "table of tensors", sd) end
-  local strict = not (opts and opts.strict == false)
+  -- m:load_state_dict(other:state_dict()) passes state_dict's key list along: not options
+  if type(opts) == "table" and rawget(opts, 1) ~= nil then opts = nil end
+  local strict = args.opts("load_state_dict", opts, "strict", 2).strict ~= false
   local own, keys = self:state_dict()
   local missing, unexpected = {}, {}
   for _, k in ipairs(keys) do if sd[k] == nil then missing[#missing + 1] = k end end
@@ -586,11 +590,8 @@ function ModuleDict:forward() raise("ModuleDict: has no forward; call its items"
 
 -- -- Layers --------------------------------------------------------------------------------------
 
-local function opts_of(fname, opts, n)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then argerr(n, fname, "options table", opts) end
-  return opts
-end
+-- a layer's options: `allowed` names them; layers with parameters also take dtype and device
+local function opts_of(fname, opts, n, allowed) return args.opts(fname, opts, allowed, n) end
 local function posint(fname, v, n, what)
   if type(v) ~= "number" or v ~= math.floor(v) or v < 0 then argerr(n, fname, "non-negative integer " .. what, v) end
   return v
@@ -606,7 +607,7 @@ end
 local Linear = Module:extend("Linear")
 nn.Linear = Linear
 function Linear:__init(in_f, out_f, opts)
-  opts = opts_of("Linear", opts, 3)
+  opts = opts_of("Linear", opts, 3, "bias dtype device")
   self.in_features, self.out_features = posint("Linear", in_f, 1, "in_features"), posint("Linear", out_f, 2, "out_features")
   self.weight = param({ out_f, in_f }, opts)
   if opts.bias ~= false then self.bias = param({ out_f }, opts) else self:register_parameter("bias", nil) end
@@ -629,7 +630,7 @@ end
 local Bilinear = Module:extend("Bilinear")
 nn.Bilinear = Bilinear
 function Bilinear:__init(in1, in2, out, opts)
-  opts = opts_of("Bilinear", opts, 4)
+  opts = opts_of("Bilinear", opts, 4, "bias dtype device")
   self.in1_features = posint("Bilinear", in1, 1, "in1_features")
   self.in2_features = posint("Bilinear", in2, 2, "in2_features")
   self.out_features = posint("Bilinear", out, 3, "out_features")
@@ -653,7 +654,7 @@ end
 local Embedding = Module:extend("Embedding")
 nn.Embedding = Embedding
 function Embedding:__init(num, dim, opts)
-  opts = opts_of("Embedding", opts, 3)
+  opts = opts_of("Embedding", opts, 3, "padding_idx dtype device")
   self.num_embeddings = posint("Embedding", num, 1, "num_embeddings")
   self.embedding_dim = posint("Embedding", dim, 2, "embedding_dim")
   local pad = opts.padding_idx
@@ -680,7 +681,7 @@ end
 -- Embedding.from_pretrained(weight, {freeze=true, padding_idx=})
 function Embedding.from_pretrained(weight, opts)
   if not is_tensor(weight) or weight:dim() ~= 2 then argerr(1, "from_pretrained", "2-D Tensor", weight) end
-  opts = opts_of("from_pretrained", opts, 2)
+  opts = opts_of("from_pretrained", opts, 2, "freeze padding_idx")
   local e = Embedding(weight:size(1), weight:size(2), { padding_idx = opts.padding_idx, dtype = weight.dtype })
   tide.no_grad(function() e.weight:copy_(weight) end)
   e.weight.requires_grad = opts.freeze == false
@@ -691,7 +692,7 @@ end
 local LayerNorm = Module:extend("LayerNorm")
 nn.LayerNorm = LayerNorm
 function LayerNorm:__init(shape, opts)
-  opts = opts_of("LayerNorm", opts, 2)
+  opts = opts_of("LayerNorm", opts, 2, "eps elementwise_affine bias dtype device")
   self.normalized_shape = F._norm_shape("LayerNorm", shape)
   self.eps = opts.eps or 1e-5
   self.elementwise_affine = opts.elementwise_affine ~= false
@@ -713,7 +714,7 @@ end
 local RMSNorm = Module:extend("RMSNorm")
 nn.RMSNorm = RMSNorm
 function RMSNorm:__init(shape, opts)
-  opts = opts_of("RMSNorm", opts, 2)
+  opts = opts_of("RMSNorm", opts, 2, "eps elementwise_affine dtype device")
   self.normalized_shape = F._norm_shape("RMSNorm", shape)
   self.eps = opts.eps
   self.elementwise_affine = opts.elementwise_affine ~= false
@@ -770,7 +771,8 @@ function LeakyReLU:extra_repr() return "negative_slope=" .. pyval(self.negative_
 local GELU = Module:extend("GELU")
 nn.GELU = GELU
 function GELU:__init(opts)
-  local a = type(opts) == "table" and opts.approximate or opts or "none"
+  local a = opts or "none"
+  if type(opts) == "table" then a = args.opts("GELU", opts, "approximate", 1).approximate or "none" end
   if a ~= "none" and a ~= "tanh" then raise(("GELU: approximate must be 'none' or 'tanh', got '%s'"):format(tostring(a))) end
   self.approximate = a
 end
@@ -812,7 +814,7 @@ local function conv_class(name, nd)
     return { v }
   end
   function Conv:__init(cin, cout, k, opts)
-    opts = opts_of(name, opts, 4)
+    opts = opts_of(name, opts, 4, "stride padding dilation groups bias dtype device")
     self.in_channels, self.out_channels = posint(name, cin, 1, "in_channels"), posint(name, cout, 2, "out_channels")
     self.kernel_size = tup(name, k, 3, "kernel_size")
     self.stride = tup(name, opts.stride or 1, 4, "stride")
@@ -867,7 +869,7 @@ local function pyint_or_tuple(v) return type(v) == "table" and pytuple(v) or tos
 local MaxPool2d = Module:extend("MaxPool2d")
 nn.MaxPool2d = MaxPool2d
 function MaxPool2d:__init(k, opts)
-  opts = opts_of("MaxPool2d", opts, 2)
+  opts = opts_of("MaxPool2d", opts, 2, "stride padding dilation")
   pair_of("MaxPool2d", k, 1, "kernel_size")
   self.kernel_size, self.stride = k, opts.stride or k
   self.padding, self.dilation = opts.padding or 0, opts.dilation or 1
@@ -884,7 +886,7 @@ end
 local AvgPool2d = Module:extend("AvgPool2d")
 nn.AvgPool2d = AvgPool2d
 function AvgPool2d:__init(k, opts)
-  opts = opts_of("AvgPool2d", opts, 2)
+  opts = opts_of("AvgPool2d", opts, 2, "stride padding")
   pair_of("AvgPool2d", k, 1, "kernel_size")
   self.kernel_size, self.stride, self.padding = k, opts.stride or k, opts.padding or 0
 end
@@ -911,7 +913,7 @@ local function batchnorm_class(name, dims)
   local BN = Module:extend(name)
   nn[name] = BN
   function BN:__init(n, opts)
-    opts = opts_of(name, opts, 2)
+    opts = opts_of(name, opts, 2, "eps momentum affine track_running_stats dtype device")
     self.num_features = posint(name, n, 1, "num_features")
     self.eps, self.momentum = opts.eps or 1e-5, opts.momentum or 0.1
     self.affine, self.track_running_stats = opts.affine ~= false, opts.track_running_stats ~= false

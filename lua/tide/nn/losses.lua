@@ -6,6 +6,7 @@ PyTorch; class labels (and ignore_index) are 1-based.
 --]]
 local core = require "tide.core"
 local tensor = require "tide.tensor"
+local args = require "tide.args"
 local is_tensor, raise = core.is_tensor, core.raise
 local argerr, shape_str, where = tensor.argerr, tensor.shape_str, tensor.where
 
@@ -18,19 +19,7 @@ local function fmt_shape(s) return "[" .. table.concat(s, ",") .. "]" end
 local function quoted(v) return type(v) == "string" and ("'" .. v .. "'") or tostring(v) end
 
 -- opts: nil or a table whose keys are all in `allowed` (a typo must not pass silently)
-local function options(fname, opts, argn, allowed)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then argerr(argn, fname, "options table", opts) end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      raise(("%s: unknown option %s (valid: %s)"):format(fname, quoted(k), table.concat(names, ", ")))
-    end
-  end
-  return opts
-end
+local function options(fname, opts, argn, allowed) return args.opts(fname, opts, allowed, argn) end
 
 local function set(...)
   local s = {}

@@ -11,6 +11,7 @@ before every forward, as torch.nn.utils 1.13 (merged into tide.nn.utils):
 --]]
 local tide = require "tide"
 local core = require "tide.core"
+local args = require "tide.args"
 local raise, is_tensor = core.raise, core.is_tensor
 
 local M = {}
@@ -56,7 +57,7 @@ local function norm_except(v, d)
 end
 
 function M.weight_norm(m, opts)
-  opts = opts or {}
+  opts = args.opts("weight_norm", opts, "name dim", 2)
   local name = opts.name or "weight"
   local d = opts.dim
   if d == nil then d = 1 end
@@ -75,7 +76,7 @@ end
 local function normalize(x, eps) return x / (x:norm():clamp(eps)) end
 
 function M.spectral_norm(m, opts)
-  opts = opts or {}
+  opts = args.opts("spectral_norm", opts, "name n_power_iterations eps dim", 2)
   local name, iters, eps = opts.name or "weight", opts.n_power_iterations or 1, opts.eps or 1e-12
   if iters < 1 then raise(("spectral_norm: n_power_iterations must be positive, got %d"):format(iters)) end
   local w = take_param("spectral_norm", m, name)
