@@ -21,6 +21,20 @@
 /* Open device `index` (-1: TIDE_OPENCL_DEVICE or 0) once; 0 or an error. */
 int cl_init(int index);
 int cl_has_fp64(void);
+/* The open device's limits (cl_init first). */
+typedef struct ClLimits {
+  int64_t max_wg;         /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+  int64_t local_mem;      /* CL_DEVICE_LOCAL_MEM_SIZE, bytes */
+  int64_t max_alloc;      /* CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes */
+  int64_t global_mem;     /* CL_DEVICE_GLOBAL_MEM_SIZE, bytes */
+  int units;              /* CL_DEVICE_MAX_COMPUTE_UNITS */
+  int base_align;         /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, bytes */
+  int fp64;               /* cl_khr_fp64 (and not TIDE_OPENCL_NO_FP64) */
+} ClLimits;
+const ClLimits *cl_limits(void);
+/* Write a program's text (the concatenated parts) to the dump dir, if one is
+** set (TIDE_CL_DUMP, td_opencl_dump_dir): <fnv hash>.cl, once per text. */
+void cl_dump_source(int nparts, const char *const *parts);
 const char *cl_device_name(void);
 /* The device's context and in-order queue (for libraries such as CLBlast). */
 cl_context cl_ctx(void);      /* (not "cl_context": that is the OpenCL type) */

@@ -60,10 +60,12 @@ static const char red_head[] =
   "  long xo = g->xoff, oo = g->ooff;\n"
   "  for (int d = (int)g->nk - 1; d >= 0; d--) { long s = g->ksz[d], q = i % s; i /= s; xo += q * g->kxs[d]; oo += q * g->kos[d]; }\n"
   "  *ob = oo; return xo;\n}\n"
-  "#define WALK(...) for (long r = 0; r < g.nrow; r++) { long xo = xb, t = r; \\\n"
+  /* one macro argument, not a variadic one (OpenCL C has none: NVIDIA rejects
+  ** them); every comma of a body sits inside parentheses */
+  "#define WALK(BODY) for (long r = 0; r < g.nrow; r++) { long xo = xb, t = r; \\\n"
   "    for (int d = (int)g.nr - 1; d >= 0; d--) { xo += (t % g.rsz[d]) * g.rxs[d]; t /= g.rsz[d]; } \\\n"
   "    for (long kk = 0; kk < g.K; kk++) { DT v = (DT)x[xo + kk * g.ks]; long j = r * g.K + kk; (void)j; \\\n"
-  "      __VA_ARGS__ } }\n";
+  "      BODY } }\n";
 
 /* Append dim (size, x stride, out stride) to a list, merged into the previous
 ** entry when the list stays row-major over x and out (os NULL: no out strides). */

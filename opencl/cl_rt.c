@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* -- Status names ------------------------------------------------------------------------ */
 
@@ -39,6 +41,7 @@ int cl_check(cl_int st, const char *op, const char *call)
 
 static struct {
   int ready, index, fp64;
+  ClLimits lim;
   cl_platform_id platform;
   cl_device_id device;
   cl_context ctx;
@@ -50,6 +53,29 @@ static pthread_mutex_t dev_mu = PTHREAD_MUTEX_INITIALIZER;
 ** the driver, whose own exit handlers may have run. */
 static int dev_closed;
 static void dev_close(void) { if (dev.q) clFinish(dev.q); dev_closed = 1; }   /* nothing left queued */
+
+/* What the device allows, asked once: kernels and launches size themselves
+** from these, never from a guess (an NVIDIA GPU: work groups of 1024, 48 KiB
+** of local memory; PoCL: 4096 and the CPU's cache). TIDE_OPENCL_NO_FP64=1
+** makes a device with cl_khr_fp64 behave as one without (to test that path). */
+static void dev_limits(ClLimits *l, cl_device_id d, int fp64)
+{
+  size_t wg = 0; cl_ulong lm = 0, ma = 0, gm = 0; cl_uint cu = 0, al = 0;
+  clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lm, &lm, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ma, &ma, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof gm, &gm, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
+  clGetDeviceInfo(d, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof al, &al, NULL);
+  l->max_wg = wg ? (int64_t)wg : 1;
+  l->local_mem = (int64_t)lm;
+  l->max_alloc = (int64_t)ma;
+  l->global_mem = (int64_t)gm;
+  l->units = cu ? (int)cu : 1;
+  l->base_align = al ? (int)(al / 8) : 128;   /* bits -> bytes */
+  const char *e = getenv("TIDE_OPENCL_NO_FP64");
+  l->fp64 = fp64 && !(e && *e && strcmp(e, "0") != 0);
+}
 
 /* Devices of every platform, in platform order: "opencl:N" counts across them. */
 static int list_devices(cl_device_id *out, cl_platform_id *plat, int max, char *why, size_t whyn)
@@ -102,7 +128,8 @@ int cl_init(int index)
         clGetDeviceInfo(dev.device, CL_DEVICE_NAME, sizeof dev.name - 1, dev.name, NULL);
         char ext[4096] = "";
         clGetDeviceInfo(dev.device, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL);
-        dev.fp64 = strstr(ext, "cl_khr_fp64") != NULL;
+        dev_limits(&dev.lim, dev.device, strstr(ext, "cl_khr_fp64") != NULL);
+        dev.fp64 = dev.lim.fp64;
         dev.index = index;
         atexit(dev_close);           /* after the driver was loaded: runs before its handlers */
         __atomic_store_n(&dev.ready, 1, __ATOMIC_RELEASE);
@@ -115,6 +142,7 @@ int cl_init(int index)
 }
 
 int cl_has_fp64(void) { return dev.fp64; }
+const ClLimits *cl_limits(void) { return &dev.lim; }
 const char *cl_device_name(void) { return dev.ready ? dev.name : ""; }
 cl_context cl_ctx(void) { return dev.ctx; }
 cl_command_queue cl_queue(void) { return dev.q; }
@@ -218,6 +246,50 @@ static uint64_t fnv(const char *s, size_t n)
   return h;
 }
 
+/* -- Source dumps: every program's full text, for the strict OpenCL C check ---------------- */
+
+static char dump_dir[1024];
+static pthread_once_t dump_once = PTHREAD_ONCE_INIT;
+static void dump_env(void)
+{
+  const char *e = getenv("TIDE_CL_DUMP");
+  if (e && *e && !dump_dir[0]) snprintf(dump_dir, sizeof dump_dir, "%s", e);
+}
+
+TD_API void td_opencl_dump_dir(const char *dir)
+{
+  pthread_once(&dump_once, dump_env);
+  pthread_mutex_lock(&dev_mu);
+  snprintf(dump_dir, sizeof dump_dir, "%s", dir ? dir : "");
+  pthread_mutex_unlock(&dev_mu);
+}
+
+/* dir/<fnv of the text>.cl, written once (temp file, rename): the text exactly
+** as the driver gets it. Failures are ignored: a dump is a diagnostic. */
+void cl_dump_source(int nparts, const char *const *parts)
+{
+  pthread_once(&dump_once, dump_env);
+  char dir[1024];
+  pthread_mutex_lock(&dev_mu);
+  snprintf(dir, sizeof dir, "%s", dump_dir);
+  pthread_mutex_unlock(&dev_mu);
+  if (!dir[0]) return;
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < nparts; i++)
+    for (const char *c = parts[i]; *c; c++) { h ^= (unsigned char)*c; h *= 1099511628211ull; }
+  char path[1200], tmp[1300];
+  snprintf(path, sizeof path, "%s/%016llx.cl", dir, (unsigned long long)h);
+  if (access(path, F_OK) == 0) return;
+  mkdir(dir, 0755);
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%016llx-XXXXXX", dir, (unsigned long long)h);
+  int fd = mkstemp(tmp);
+  if (fd < 0) return;
+  FILE *f = fdopen(fd, "w");
+  if (!f) { close(fd); unlink(tmp); return; }
+  for (int i = 0; i < nparts; i++) fputs(parts[i], f);
+  if (fclose(f) || rename(tmp, path)) unlink(tmp);
+}
+
 static Prog *program(const char *src, const char *op)
 {
   size_t len = strlen(src);
@@ -225,6 +297,7 @@ static Prog *program(const char *src, const char *op)
   for (Prog *p = progs; p; p = p->next)
     if (p->hash == h && p->len == len && !memcmp(p->src, src, len)) return p;
   if (cl_init(-1)) return NULL;
+  cl_dump_source(2, (const char *const[]){ cl_prelude, src });
   cl_int st;
   const char *parts[2] = { cl_prelude, src };
   cl_program pr = clCreateProgramWithSource(dev.ctx, 2, parts, NULL, &st);

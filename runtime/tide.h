@@ -144,6 +144,10 @@ TD_API int td_opencl_init(int index);           /* open device index (-1: TIDE_O
 TD_API int td_opencl_device_count(void);        /* 0 when there is no OpenCL platform */
 TD_API int td_opencl_device_index(void);        /* the open device, or -1 */
 TD_API const char *td_opencl_device_name(void);
+/* Write the full text of every OpenCL program tide builds from now on into
+** dir as <hash>.cl, once per text (NULL or "": stop). TIDE_CL_DUMP=dir sets
+** it at start. The specs run each through clang's strict OpenCL C 1.2 check. */
+TD_API void td_opencl_dump_dir(const char *dir);
 /* Wait for the device's queue. A host calls it before exit() when it used the
 ** device (the Lua module does it when its state closes): some drivers crash
 ** when the process exits under a running kernel. */
