@@ -19,6 +19,39 @@ static uint64_t engine_epoch;
 TD_API int td_grad_enabled(void) { return !grad_disabled; }
 TD_API int td_set_grad_enabled(int on) { int prev = !grad_disabled; grad_disabled = !on; return prev; }
 
+/* -- Anomaly mode -----------------------------------------------------------------
+** While on, every node keeps where its forward op was called (the host's
+** `where` callback: the Lua layer answers with the user's file:line), and
+** every gradient a derivative rule returns is checked for NaN and inf: the
+** first one found is an error naming the rule and that place. */
+static _Thread_local int anomaly_on;
+static _Thread_local const char *(*anomaly_where)(void);
+
+TD_API int td_set_anomaly(int on, const char *(*where)(void))
+{
+  int prev = anomaly_on;
+  anomaly_on = on != 0; anomaly_where = on ? where : NULL;
+  return prev;
+}
+TD_API int td_anomaly_enabled(void) { return anomaly_on; }
+
+/* "nan", "inf" or NULL: the first non-finite value of a float tensor (any device) */
+static const char *nonfinite(const td_tensor *t)
+{
+  if (!rt_is_float(t->scalar_type) || t->nelem == 0) return NULL;
+  td_tensor *h = t->device_type == TD_CPU ? (td_retain((td_tensor *)t), (td_tensor *)t) : cl_to_cpu(t);
+  td_tensor *c = h ? rt_as_contig(h) : NULL;
+  td_release(h);
+  if (!c || !c->ptr) { td_release(c); return NULL; }
+  const char *bad = NULL;
+  for (int64_t i = 0; i < c->nelem && !bad; i++) {
+    double v = c->scalar_type == TD_FLOAT32 ? ((const float *)c->ptr)[i] : ((const double *)c->ptr)[i];
+    if (v != v) bad = "nan"; else if (v - v != 0) bad = "inf";
+  }
+  td_release(c);
+  return bad;
+}
+
 /* -- Nodes ------------------------------------------------------------------------ */
 
 static void node_free_saved(JitNode *n)
@@ -38,6 +71,7 @@ void jit_node_release(JitNode *n)
   while (stack) {
     JitNode *x = stack; stack = (JitNode *)x->gacc;
     node_free_saved(x);
+    free(x->where);
     for (int i = 0; i < x->nin; i++) {
       td_release(x->edge[i].leaf);
       JitNode *p = x->edge[i].node;
@@ -70,6 +104,7 @@ static JitNode *node_new(RtCall *c, td_tensor *const *in, td_tensor *out)
   JitNode *n = calloc(1, sizeof *n + c->nin * sizeof(JitEdge));
   if (!n) return rt_errp(TD_ERR_NOMEM, "autograd: out of memory recording %s", rt_op_lname(c->op));
   n->refcount = 1; n->op = c->op; n->nin = c->nin; n->attrs = c->attrs; n->rule = rule;
+  if (anomaly_on && anomaly_where) { const char *w = anomaly_where(); if (w) n->where = strdup(w); }
   if (jit_tracing) n->trace = jit_trace_active()->id;
   for (int i = 0; i < c->nin; i++) {
     td_tensor *x = in[i];
@@ -385,6 +420,7 @@ JitNode *jit_node_custom(const JitGradRule *rule, int nin)
   if (!n) return rt_errp(TD_ERR_NOMEM, "autograd: out of memory");
   n->refcount = 1; n->nin = nin; n->rule = rule;
   n->attrs.ndims = -1; n->attrs.dtype = -1;
+  if (anomaly_on && anomaly_where) { const char *w = anomaly_where(); if (w) n->where = strdup(w); }
   return n;
 }
 
@@ -442,6 +478,15 @@ static int run_node(JitNode *n, const Capture *cap, int retain_graph, int create
   if (n->owner && (n->owner->flags & TD_TF_RETAIN_GRAD) && !cap)
     rc = deliver_leaf(n->owner, k.g, NULL, create_graph);
   if (!rc) rc = n->rule->fn(&k);
+  for (int i = 0; anomaly_on && !rc && i < n->nin; i++) {
+    const char *bad = k.gin[i] ? nonfinite(k.gin[i]) : NULL;
+    /* an op's node, or a custom one (a device move, a compiled function's backward) */
+    const char *op = rt_ops[n->op].grad == n->rule ? rt_op_lname(n->op) : n->rule->name;
+    if (bad)
+      rc = rt_err(TD_ERR_GRAD, "backward: %s returned %s values in the gradient of argument %d of %s; the forward "
+                  "%s was called at %s", n->rule->name, bad, i + 1, op, op,
+                  n->where ? n->where : "an unknown place (recorded outside anomaly mode)");
+  }
   for (int i = 0; !rc && i < n->nin; i++) {
     JitEdge *e = &n->edge[i];
     if (!k.gin[i] || (!e->node && !e->leaf)) continue;

@@ -33,6 +33,7 @@ typedef struct RtNode {
   uint32_t trace;                /* id of the trace that recorded it (0: eager) */
   void *ext;                     /* a compiled backward's state (jit_aot.c), freed with the saved values */
   void (*ext_free)(void *ext);
+  char *where;                   /* anomaly mode: where the forward op was called (malloc'd) */
   int32_t out_ndim, out_dtype;
   int64_t out_size[TD_MAX_DIMS];
   /* engine scratch for one backward pass */

@@ -210,6 +210,11 @@ TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *gr
                        int nin, td_tensor *const *inputs, td_tensor **results,
                        int retain_graph, int create_graph);
 TD_API uint64_t td_version(const td_tensor *t);
+/* Anomaly mode (this thread): nodes remember where(), the host's description
+** of the calling place, and a derivative rule that returns NaN or inf fails
+** the backward naming the rule and that place. Returns the previous mode. */
+TD_API int td_set_anomaly(int on, const char *(*where)(void));
+TD_API int td_anomaly_enabled(void);
 
 /* -- Fused optimizer updates (rt_optim.c) ---------------------------------------
 ** One Adam/AdamW step of parameter p in place, with gradient g and state m, v

@@ -95,6 +95,55 @@ function A.enable_grad(fn, ...) return with_mode(true, fn, ...) end
 function A.set_grad_enabled(on) return C.td_set_grad_enabled(on and 1 or 0) ~= 0 end
 function A.is_grad_enabled() return C.td_grad_enabled() ~= 0 end
 
+-- -- Anomaly detection -------------------------------------------------------------------------
+
+-- PyTorch's torch.autograd.detect_anomaly. While on, every recorded op keeps the
+-- user's line that called it (C asks through a callback: the first stack frame
+-- outside tide's files), and a NaN or inf that a derivative rule returns fails
+-- the backward naming the rule, the op and that line. LuaJIT cannot enter a
+-- callback from JIT-compiled code, so the JIT compiler is off meanwhile; and
+-- compiled functions run eagerly (their fused backward has no per-op nodes).
+-- A debugging mode: it is slow.
+local where_str, where_cb           -- the last answer (kept alive for C) and the callback
+local function user_where()
+  for level = 2, 100 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then break end
+    if info.what ~= "C" and info.source:sub(1, #core.tide_dir) ~= core.tide_dir then
+      where_str = ("%s:%d"):format(info.short_src, info.currentline)
+      return where_str
+    end
+  end
+  return nil
+end
+
+local jit_was_on
+function A.set_detect_anomaly(on)
+  on = on and true or false
+  if on == (C.td_anomaly_enabled() ~= 0) then return end
+  if on then
+    where_cb = where_cb or ffi.cast("const char *(*)(void)", user_where)
+    jit_was_on = jit.status()
+    jit.off(); jit.flush()
+    C.td_set_anomaly(1, where_cb)
+  else
+    C.td_set_anomaly(0, nil)
+    if jit_was_on then jit.on() end
+  end
+end
+function A.is_anomaly_enabled() return C.td_anomaly_enabled() ~= 0 end
+
+-- detect_anomaly(fn, ...): fn(...) in anomaly mode (restored after, even on error)
+function A.detect_anomaly(fn, ...)
+  if type(fn) ~= "function" then args.argerr(1, "detect_anomaly", "function", fn) end
+  local prev = A.is_anomaly_enabled()
+  A.set_detect_anomaly(true)
+  local r = { pcall(fn, ...) }
+  A.set_detect_anomaly(prev)
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2, table.maxn(r))
+end
+
 -- -- gradcheck --------------------------------------------------------------------------------
 
 -- Compare analytical gradients of sum(fn(inputs...) * w) for a random w with

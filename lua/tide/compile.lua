@@ -155,7 +155,8 @@ end
 
 function Compiled:__call(...)
   -- a compiled function called while another one traces is simply inlined
-  if C.td_is_tracing() ~= 0 or self.eager then return self.fn(...) end
+  -- (anomaly mode checks each op's gradient: compiled code has no per-op nodes)
+  if C.td_is_tracing() ~= 0 or self.eager or C.td_anomaly_enabled() ~= 0 then return self.fn(...) end
   if self.device_only then return device_eager(self, ...) end
   if C.td_compile_eager_grad(self.cf) ~= 0 and C.td_grad_enabled() ~= 0 then return self.fn(...) end
   return run(self, 0, ...)

@@ -81,6 +81,7 @@ function M.last_error() return ffi.string(C.td_last_error()) end
 -- calls and helpers, which shift fixed levels. A C frame (pcall(tide.zeros, -1))
 -- ends the walk as well; the message then has no position, as in Lua itself.
 local tide_dir = debug.getinfo(1, "S").source:match("^(@.*[/\\])core%.lua$") or "@lua/tide/"
+M.tide_dir = tide_dir
 function M.raise(msg)
   local level = 2
   while true do

@@ -443,3 +443,70 @@ describe("one-pass eager derivatives", function()
     end
   end
 end)
+
+describe("tide.autograd.detect_anomaly", function()
+  local A = tide.autograd
+  local function line() return debug.getinfo(2, "l").currentline end
+  -- fn must fail in anomaly mode with an error holding every string
+  local function anomaly(fn, ...)
+    local ok, err = pcall(A.detect_anomaly, fn)
+    assert.is_false(ok, "expected an error")
+    for _, s in ipairs { ... } do
+      assert.truthy(tostring(err):find(s, 1, true), ("error %q lacks %q"):format(tostring(err), s))
+    end
+  end
+
+  it("a NaN or inf from a derivative rule names the rule, the op and the user's line that called it", function()
+    local x = tide.tensor({ 1, 0, 2 }, { dtype = tide.float64 }):requires_grad_()
+    local at
+    local ok, err = pcall(A.detect_anomaly, function()
+      at = line(); local y = x:sqrt()
+      local s = (y * 2):sum()
+      s:backward()
+    end)
+    assert.is_false(ok)
+    for _, want in ipairs { "backward: sqrt_backward returned inf values in the gradient of argument 1 of sqrt",
+                            "the forward sqrt was called at spec/jit/autograd_spec.lua:" .. at } do
+      assert.truthy(tostring(err):find(want, 1, true), tostring(err))
+    end
+    assert.is_false(A.is_anomaly_enabled())
+    -- outside the mode the same backward runs and the inf lands in .grad
+    x.grad = nil
+    local s = (x:sqrt() * 2):sum()
+    s:backward()
+    assert.equal(math.huge, x.grad[2]:item())
+  end)
+
+  it("finds NaN through layers: the line is the user's call, not tide's", function()
+    local lin = tide.nn.Linear(3, 2, { dtype = tide.float64 })
+    local x = H.rand64({ 4, 3 }, 1, 2):requires_grad_()
+    local at
+    local ok, err = pcall(A.detect_anomaly, function()
+      local h = lin(x) - 10                        -- negative: sqrt gives NaN values and NaN gradients
+      at = line(); local r = h:sqrt()
+      r:sum():backward()
+    end)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("sqrt_backward returned nan values", 1, true), tostring(err))
+    assert.truthy(tostring(err):find("autograd_spec.lua:" .. at, 1, true), tostring(err))
+  end)
+
+  it("lets finite backward passes through and restores the JIT and the mode", function()
+    local x = H.rand64({ 5 }, 0.5, 1):requires_grad_()
+    local was = jit.status()
+    local v = A.detect_anomaly(function(k) local s = (x:log() * k):sum(); s:backward(); return s:item() end, 3)
+    H.close(x.grad, 3 / x:detach(), 1e-12)
+    assert.is_number(v)
+    assert.equal(was, jit.status())
+    A.set_detect_anomaly(true)
+    assert.is_true(A.is_anomaly_enabled())
+    A.set_detect_anomaly(false)
+    assert.is_false(A.is_anomaly_enabled())
+  end)
+
+  it("compiled functions run eagerly in the mode, so their ops are checked too", function()
+    local step = tide.compile(function(x) local y = x:sqrt(); y:sum():backward(); return y end)
+    local x = tide.tensor({ 4, 0 }, { dtype = tide.float64 }):requires_grad_()
+    anomaly(function() return step(x) end, "sqrt_backward returned inf values")
+  end)
+end)
