@@ -96,7 +96,12 @@ static int sched_classify(const JitTrace *t, const JitIns *r)
   if (jit_write_whole(t, r)) return JIT_SC_EW;
   if (r->op < 0 || r->op >= RT_OP__MAX) return JIT_SC_EAGER;          /* other WRITEs */
   switch (rt_ops[r->op].kind) {
-  case RT_K_EW: return JIT_SC_EW;
+  case RT_K_EW:
+    /* integer pow with a tensor exponent runs the eager kernel, which rejects
+    ** negative exponents (a Lua number exponent is checked when recorded) */
+    if (r->op == RT_OP_POW && !rt_is_float(r->cdtype) && t->ins[jit_arg(t, r, 1)->root].op != JIT_OP_SCALAR)
+      return JIT_SC_EAGER;
+    return JIT_SC_EW;
   case RT_K_MOVE: return r->op == RT_OP_COPY ? JIT_SC_EW : JIT_SC_EAGER;
   case RT_K_ROW: return JIT_SC_ROW;
   case RT_K_RED: return r->op == RT_OP_ARGMAX || r->op == RT_OP_ARGMIN ? JIT_SC_EAGER : JIT_SC_RED;

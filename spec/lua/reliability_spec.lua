@@ -253,6 +253,10 @@ describe("values that were silently wrong", function()
     H.raises(function() return x ^ -1 end, "pow: integers to negative integer powers")
     H.raises(function() return x:clone():pow_(tide.tensor({ 1, -2 }, { dtype = tide.int32 })) end, "exponent -2")
     H.close(x ^ tide.tensor({ 3 }, { dtype = tide.int64 }), { 8, 27 }, 0)
+    -- compiled: the integer pow with a tensor exponent is an eager step of the plan, so it checks too
+    local f = tide.compile(function(a, b) return a ^ b + 1 end)
+    H.close(f(x, tide.tensor({ 2, 3 }, { dtype = tide.int64 })), { 5, 28 }, 0)
+    H.raises(function() return f(x, tide.tensor({ 2, -1 }, { dtype = tide.int64 })) end, "pow: integers to negative integer powers")
   end)
 
   it("split and chunk take integers", function()
