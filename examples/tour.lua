@@ -17,7 +17,7 @@ tide.manual_seed(42)      -- counter-based RNG: the same numbers for any thread 
 
 section("Creating tensors")
 local x = tide.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
-print(x)                                   -- integers in a table -> int64
+print(x)                                   -- numbers -> float32, the default dtype (as in Torch7)
 print(tide.zeros(2, 3))
 print(tide.arange(0, 1, 0.25))             -- stop excluded, as in PyTorch
 print(tide.linspace(-1, 1, 5))
@@ -25,7 +25,7 @@ print(tide.randn(2, 3))
 print("shape:", table.concat(x.shape, "x"), "dtype:", x.dtype, "numel:", x:numel())
 
 section("dtypes and promotion (PyTorch's rules)")
-local i = tide.tensor({ 1, 2, 3 })         -- int64
+local i = tide.long({ 1, 2, 3 })           -- int64: every dtype is a constructor
 print(i / 2)                               -- true division -> float32
 print((i + tide.ones(3, { dtype = tide.float64 })).dtype)   -- int64 + float64 -> float64
 print(i:float() * 0.5, i:double():sqrt())

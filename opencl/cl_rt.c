@@ -295,7 +295,12 @@ static Prog *program(const char *src, const char *op)
   size_t len = strlen(src);
   uint64_t h = fnv(src, len);
   for (Prog *p = progs; p; p = p->next)
-    if (p->hash == h && p->len == len && !memcmp(p->src, src, len)) return p;
+    if (p->hash == h && p->len == len && !memcmp(p->src, src, len)) {
+      /* a dump asked for after the build still gets the program (dump_dir is
+      ** set by then: the first build ran dump_env) */
+      if (dump_dir[0]) cl_dump_source(2, (const char *const[]){ cl_prelude, src });
+      return p;
+    }
   if (cl_init(-1)) return NULL;
   cl_dump_source(2, (const char *const[]){ cl_prelude, src });
   cl_int st;

@@ -65,11 +65,18 @@ end
 -- -- Collation -------------------------------------------------------------------------------
 
 -- Stack a list of samples field by field: tensors with tide.stack, numbers
--- into a tensor (int64 if all integral, else the default float dtype).
+-- into a tensor: int64 if all are integers (class labels, as PyTorch collates
+-- Python ints), else the default float dtype. (tide.tensor{...} itself always
+-- makes floats from numbers.)
 function D.default_collate(samples)
   local first = samples[1]
   if is_tensor(first) then return tide.stack(samples, 1) end
-  if type(first) == "number" then return tide.tensor(samples) end
+  if type(first) == "number" then
+    for _, v in ipairs(samples) do
+      if not args.is_int(v) then return tide.tensor(samples) end
+    end
+    return tide.tensor(samples, { dtype = tide.int64 })
+  end
   if type(first) == "table" then
     local out = {}
     for k = 1, #first do

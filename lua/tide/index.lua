@@ -117,7 +117,8 @@ function M.get(x, key)
       return T.index_select(T.reshape(x, -1), 1, pos)
     end
     if key.scalar_type >= 4 then
-      raise(("index: an index tensor must be integer or bool, got %s"):format(key.dtype.name))
+      raise(("index: an index tensor must be integer or bool, got %s (make one with tide.long{...} or i:long())")
+      :format(key.dtype.name))
     end
     if x.ndim == 0 then raise("index: cannot index a 0-dim tensor (use x:item())") end
     return T.index_select(x, 1, key)

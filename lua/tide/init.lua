@@ -192,8 +192,9 @@ function tide.eye(n, m, opts)
 end
 
 -- tensor(nested tables | number | bool | Tensor, {dtype=, device=, requires_grad=})
--- dtype inference as in PyTorch: all bools -> bool, all integral -> int64, else
--- (any fraction, nan or inf, or an empty table) the default float dtype
+-- Lua has one number type, so numbers make the default float dtype (as in
+-- Torch7), whatever their values; all bools make bool. Integer tensors are
+-- asked for: tide.long{1, 2, 3} (every dtype is a constructor) or {dtype=}.
 local function walk_data(v, d, st)
   local tv = type(v)
   if tv == "table" then
@@ -228,8 +229,7 @@ local function walk_data(v, d, st)
     if st.kind == nil then st.kind = 0 end
   else
     flat[#flat + 1] = v
-    if v ~= math.floor(v) or v ~= v or v == math.huge or v == -math.huge then st.kind = 2
-    elseif (st.kind or 0) < 1 then st.kind = 1 end
+    st.kind = 1
   end
 end
 
@@ -253,11 +253,22 @@ function tide.tensor(data, opts)
   for i = 1, #shape do expect = expect * shape[i] end
   if expect ~= n then raise("tensor: ragged nested table") end
   local dt = opts.dtype and core.dtype_id(opts.dtype, "tensor") or
-    ((st.kind == nil or st.kind == 2) and tide.get_default_dtype().id or st.kind == 1 and tide.int64.id or tide.bool.id)
+    (st.kind == 0 and tide.bool.id or tide.get_default_dtype().id)
   local dev, idx = device_opt("tensor", opts)
   local buf = ffi.new("double[?]", math.max(n, 1), flat)
   local t = finish(create("tensor", C.td_from_doubles(#shape, dims(shape), dt, buf)), opts, dev, idx)
   return t
+end
+
+-- Every dtype is a constructor: tide.long{1, 2, 3}, tide.int32({{1, 2}}, {device=}),
+-- tide.float64{...}: tide.tensor with that dtype (Torch7's LongTensor{...}).
+dtype_mt.__call = function(d, data, opts)
+  local o = { dtype = d }
+  for k, v in pairs(options(d.name, opts, 2)) do
+    if k == "dtype" then raise(("%s: the dtype is given by the constructor; drop the dtype option"):format(d.name)) end
+    o[k] = v
+  end
+  return tide.tensor(data, o)
 end
 
 local default_dtype_obj = core.dtypes.float32

@@ -665,7 +665,8 @@ local function idx0(idx, fname, n)
   if not is_tensor(idx) then argerr(n, fname, "Tensor of indices", idx, 3) end
   local st = idx.scalar_type
   if st == 0 or st >= 4 then
-    raise(("%s: indices must be an integer tensor, got %s"):format(fname, dtype_of[st].name), 3)
+    raise(("%s: indices must be an integer tensor, got %s (make one with tide.long{...} or x:long())")
+      :format(fname, dtype_of[st].name), 3)
   end
   return wrap(op_number(OP.sub, idx.p, 1, 0), 3)
 end
@@ -762,7 +763,9 @@ end
 function M.one_hot(idx, n)
   if not is_tensor(idx) then argerr(1, "one_hot", "Tensor of indices", idx) end
   local st = idx.scalar_type
-  if st == 0 or st >= 4 then raise(("one_hot: labels must be an integer tensor, got %s"):format(dtype_of[st].name), 2) end
+  if st == 0 or st >= 4 then
+    raise(("one_hot: labels must be an integer tensor, got %s (make one with tide.long{...} or x:long())"):format(dtype_of[st].name), 2)
+  end
   if n == nil or n < 0 then n = T.item(T.max(idx)) end
   if idx:numel() > 0 then
     local lo, hi = T.item(T.min(idx)), T.item(T.max(idx))

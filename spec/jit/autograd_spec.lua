@@ -149,7 +149,7 @@ describe("tensor autograd state", function()
   end)
 
   it("requires_grad_ and requires_grad on integer tensors and non-leaves", function()
-    H.raises(function() tide.tensor { 1, 2 }:requires_grad_() end,
+    H.raises(function() tide.long { 1, 2 }:requires_grad_() end,
       "requires_grad_: only floating point tensors can require gradients, got int64")
     H.raises(function() local t = tide.tensor({ 1 }, { dtype = "int32" }); t.requires_grad = true end,
       "only floating point tensors can require gradients, got int32")

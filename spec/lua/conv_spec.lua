@@ -136,7 +136,7 @@ describe("conv, pooling and batch norm modules", function()
     tide.manual_seed(3)
     local m = nn.Sequential(nn.Conv2d(1, 4, 3, { padding = 1 }), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
       nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
-    local x, y = tide.randn(12, 1, 8, 8), tide.tensor({ 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3 })
+    local x, y = tide.randn(12, 1, 8, 8), tide.long({ 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3 })
     local opt = tide.optim.SGD(m:parameters(), { lr = 0.1, momentum = 0.9 })
     local first, last
     for step = 1, 30 do

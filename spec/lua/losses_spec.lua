@@ -116,15 +116,15 @@ local REF = {
 
 -- the inputs the values above were computed from
 local X = t64({ { 0.2, -1.3, 0.7, 2.1 }, { 1.5, 0.3, -0.8, 0.0 }, { -0.4, 0.9, 1.2, -2.2 } })
-local Y = tide.tensor({ 2, 4, 1 })
+local Y = tide.long({ 2, 4, 1 })
 local W = t64({ 0.5, 1.0, 2.0, 1.5 })
-local YI = tide.tensor({ 2, -100, 1 })
+local YI = tide.long({ 2, -100, 1 })
 local X3 = t64({ { { 0.1, -0.5 }, { 1.2, 0.3 }, { -0.7, 0.8 } }, { { 0.4, 2.0 }, { -1.1, 0.6 }, { 0.9, -0.2 } } })
-local Y3 = tide.tensor({ { 3, 1 }, { 2, 3 } })
+local Y3 = tide.long({ { 3, 1 }, { 2, 3 } })
 local W3 = t64({ 1.0, 0.25, 3.0 })
 local P = t64({ { 0.1, 0.2, 0.3, 0.4 }, { 0.0, 0.0, 1.0, 0.0 }, { 0.25, 0.25, 0.25, 0.25 } })
 local LP = t64({ { -1.2, -0.3, -2.5 }, { -0.1, -3.0, -0.7 }, { -0.9, -1.4, -0.2 }, { -2.2, -0.05, -1.1 } })
-local TL = tide.tensor({ 3, 1, 2, -100 })
+local TL = tide.long({ 3, 1, 2, -100 })
 local WL = t64({ 2.0, 0.5, 1.0 })
 local A = t64({ { 0.5, -1.2, 2.0 }, { 0.1, 0.9, -0.3 } })
 local B = t64({ { 0.2, 0.8, 2.3 }, { -1.9, 0.95, -0.1 } })
@@ -169,7 +169,7 @@ describe("cross_entropy with class labels", function()
     H.close(L.cross_entropy(X, Y, { ignore_index = 4 }), REF.ce_ign3_mean, TOL)
     H.close(L.cross_entropy(X, Y, { weight = W, ignore_index = 4 }), REF.ce_ign3_w_mean, TOL)
     -- every target ignored: mean is 0/0 as in torch
-    local all = L.cross_entropy(X, tide.tensor({ -100, -100, -100 })):item()
+    local all = L.cross_entropy(X, tide.long({ -100, -100, -100 })):item()
     assert.is_true(all ~= all)
   end)
 
@@ -185,8 +185,8 @@ describe("cross_entropy with class labels", function()
       return L.cross_entropy(X3, Y3, { weight = W3, label_smoothing = 0.15, reduction = r })
     end)
     local x1 = t64({ 0.3, -1.0, 2.0 })
-    H.close(L.cross_entropy(x1, tide.tensor(3)), REF.ce1, TOL)
-    local none = L.cross_entropy(x1, tide.tensor(1), { weight = W3, label_smoothing = 0.1, reduction = "none" })
+    H.close(L.cross_entropy(x1, tide.long(3)), REF.ce1, TOL)
+    local none = L.cross_entropy(x1, tide.long(1), { weight = W3, label_smoothing = 0.1, reduction = "none" })
     assert.equal(0, none:dim())
     H.close(none, REF.ce1_wls_none, TOL)
   end)
@@ -198,14 +198,14 @@ describe("cross_entropy with class labels", function()
   end)
 
   it("passes gradcheck in float64", function()
-    local y3 = tide.tensor({ { 3, -100 }, { 2, 3 } })
+    local y3 = tide.long({ { 3, -100 }, { 2, 3 } })
     for _, r in ipairs(REDUCTIONS) do
       H.gradcheck(function(x) return L.cross_entropy(x, Y, { reduction = r, weight = W, label_smoothing = 0.2 }) end,
         { H.rand64({ 3, 4 }) })
       H.gradcheck(function(x) return L.cross_entropy(x, y3, { reduction = r, weight = W3, label_smoothing = 0.1 }) end,
         { H.rand64({ 2, 3, 2 }) })
     end
-    H.gradcheck(function(x) return L.cross_entropy(x, tide.tensor(2)) end, { H.rand64({ 3 }) })
+    H.gradcheck(function(x) return L.cross_entropy(x, tide.long(2)) end, { H.rand64({ 3 }) })
   end)
 end)
 
@@ -238,7 +238,7 @@ describe("nll_loss", function()
   it("matches torch for every reduction, with weight and ignore_index", function()
     each_reduction("nll", function(r) return L.nll_loss(LP, TL, { reduction = r }) end)
     each_reduction("nll_w", function(r) return L.nll_loss(LP, TL, { weight = WL, reduction = r }) end)
-    H.close(L.nll_loss(LP, tide.tensor({ 3, 1, 2, 1 }), { ignore_index = 1 }), REF.nll_ign0_mean, TOL)
+    H.close(L.nll_loss(LP, tide.long({ 3, 1, 2, 1 }), { ignore_index = 1 }), REF.nll_ign0_mean, TOL)
   end)
 
   it("equals cross_entropy on log_softmax and passes gradcheck", function()
@@ -392,21 +392,21 @@ describe("loss errors", function()
     end
     H.raises(function() L.cross_entropy(X, P:narrow(2, 1, 3)) end,
       "cross_entropy: target shape [3,3] does not match input shape [3,4]")
-    H.raises(function() L.cross_entropy(X, tide.tensor({ 1, 2 })) end,
+    H.raises(function() L.cross_entropy(X, tide.long({ 1, 2 })) end,
       "cross_entropy: expected target of shape [3] for input of shape [3,4], got [2]")
     H.raises(function() L.nll_loss(X3, Y) end, "nll_loss: expected target of shape [2,2] for input of shape [2,3,2], got [3]")
   end)
 
   it("name a class label out of range and the class count", function()
-    H.raises(function() L.cross_entropy(X, tide.tensor({ 1, 5, 2 })) end,
+    H.raises(function() L.cross_entropy(X, tide.long({ 1, 5, 2 })) end,
       "cross_entropy: target 5 is out of range for 4 classes (labels are 1-based)")
-    H.raises(function() L.cross_entropy(X, tide.tensor({ 1, 0, 2 })) end, "cross_entropy: target 0 is out of range for 4 classes")
-    H.raises(function() L.nll_loss(LP, tide.tensor({ 1, -100, 2, -1 })) end, "nll_loss: target -1 is out of range for 3 classes")
-    H.raises(function() L.cross_entropy(X, tide.tensor({ 1, -100, 2 }), { ignore_index = 1 }) end, "target -100 is out of range")
+    H.raises(function() L.cross_entropy(X, tide.long({ 1, 0, 2 })) end, "cross_entropy: target 0 is out of range for 4 classes")
+    H.raises(function() L.nll_loss(LP, tide.long({ 1, -100, 2, -1 })) end, "nll_loss: target -1 is out of range for 3 classes")
+    H.raises(function() L.cross_entropy(X, tide.long({ 1, -100, 2 }), { ignore_index = 1 }) end, "target -100 is out of range")
   end)
 
   it("check dtypes, weights and numeric options", function()
-    H.raises(function() L.cross_entropy(tide.tensor({ { 1, 2 } }), tide.tensor({ 1 })) end,
+    H.raises(function() L.cross_entropy(tide.long({ { 1, 2 } }), tide.long({ 1 })) end,
       "cross_entropy: input must be a floating-point tensor, got int64")
     H.raises(function() L.nll_loss(LP, TL:double()) end, "nll_loss: target must be an integer tensor of class labels, got float64")
     H.raises(function() L.cross_entropy(X, Y, { weight = W3 }) end,
@@ -417,7 +417,7 @@ describe("loss errors", function()
     H.raises(function() L.cross_entropy(X, Y, { label_smoothing = 1.5 }) end,
       "cross_entropy: label_smoothing must be a number between 0 and 1, got 1.5")
     H.raises(function() L.cross_entropy(X, Y, { ignore_index = 0.5 }) end, "ignore_index must be an integer, got 0.5")
-    H.raises(function() L.cross_entropy(t64(1), tide.tensor(1)) end, "cross_entropy: input must have a class dim")
+    H.raises(function() L.cross_entropy(t64(1), tide.long(1)) end, "cross_entropy: input must have a class dim")
     H.raises(function() L.smooth_l1_loss(A, B, { beta = -1 }) end, "smooth_l1_loss: beta must be a non-negative number, got -1")
     H.raises(function() L.huber_loss(A, B, { delta = 0 }) end, "huber_loss: delta must be a positive number, got 0")
     H.raises(function() L.binary_cross_entropy(A, R) end, "binary_cross_entropy: input values must be between 0 and 1, got -1.2")

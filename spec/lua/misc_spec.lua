@@ -61,7 +61,7 @@ describe("dtype conversions", function()
   end)
 
   it("to() takes a dtype, its name or an options table; same dtype is no copy", function()
-    local x = tide.tensor { 1, 2 }
+    local x = tide.long { 1, 2 }
     assert.equal(tide.float64, x:to(tide.float64).dtype)
     assert.equal(tide.float64, x:to("float64").dtype)
     assert.equal(tide.float64, x:to("double").dtype)
@@ -184,7 +184,7 @@ describe("argument errors", function()
       { function() local _ = x:transpose(0, 1) end, debug.getinfo(1, "l").currentline },
       { function() local _ = tide.zeros(-1) end, debug.getinfo(1, "l").currentline },
       { function() local _ = tide.tensor { 1, { 2 } } end, debug.getinfo(1, "l").currentline },
-      { function() local _ = tide.tensor({ 1 }, { requires_grad = true }) end, debug.getinfo(1, "l").currentline },
+      { function() local _ = tide.long({ 1 }, { requires_grad = true }) end, debug.getinfo(1, "l").currentline },
       { function() local _ = tide.ones_like(x, { dtype = "nope" }) end, debug.getinfo(1, "l").currentline },
       { function() local _ = x:to("nope") end, debug.getinfo(1, "l").currentline },
       { function() local _ = x.nosuchfield end, debug.getinfo(1, "l").currentline },

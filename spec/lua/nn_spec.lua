@@ -51,14 +51,14 @@ describe("nn.functional", function()
 
   it("embedding uses 1-based indices and padding_idx blocks the gradient", function()
     local w = leaf { { 1, 2 }, { 3, 4 }, { 5, 6 } }
-    local e = F.embedding(tide.tensor { { 1, 3 }, { 2, 2 } }, w, { padding_idx = 2 })
+    local e = F.embedding(tide.long { { 1, 3 }, { 2, 2 } }, w, { padding_idx = 2 })
     H.close(e, { { { 1, 2 }, { 5, 6 } }, { { 3, 4 }, { 3, 4 } } }, 0)
     e:sum():backward()
     H.close(w.grad, { { 1, 1 }, { 0, 0 }, { 1, 1 } }, 0)
-    H.raises(function() F.embedding(tide.tensor { 1 }, w, { padding_idx = 4 }) end, "padding_idx 4", "3 embeddings")
-    local err = H.raises(function() F.embedding(tide.tensor { 4 }, w) end, "embedding: index 4 is out of range for 3 embeddings")
+    H.raises(function() F.embedding(tide.long { 1 }, w, { padding_idx = 4 }) end, "padding_idx 4", "3 embeddings")
+    local err = H.raises(function() F.embedding(tide.long { 4 }, w) end, "embedding: index 4 is out of range for 3 embeddings")
     assert.is_truthy(err:find("nn_spec.lua", 1, true))
-    H.raises(function() F.embedding(tide.tensor { 0 }, w) end, "index 0 is out of range", "1-based")
+    H.raises(function() F.embedding(tide.long { 0 }, w) end, "index 0 is out of range", "1-based")
     H.raises(function() F.embedding(tide.tensor { 1.5 }, w) end, "embedding: indices must be an integer tensor")
   end)
 
@@ -94,7 +94,7 @@ describe("nn.functional", function()
     H.gradcheck(function(a, gg, bb2) return F.layer_norm(a, 3, gg, bb2) end, { x, g, bt })
     H.gradcheck(function(a, gg) return F.rms_norm(a, 3, gg) end, { x, g })
     local emb = H.rand64 { 5, 3 }
-    H.gradcheck(function(e) return F.embedding(tide.tensor { { 1, 5 }, { 2, 1 } }, e) end, { emb })
+    H.gradcheck(function(e) return F.embedding(tide.long { { 1, 5 }, { 2, 1 } }, e) end, { emb })
     for _, f in ipairs { F.relu, F.tanh, F.sigmoid, F.silu, F.gelu,
       function(a) return F.gelu(a, "tanh") end, function(a) return F.leaky_relu(a, 0.3) end,
       function(a) return F.softmax(a, 2) end, function(a) return F.log_softmax(a, 1) end } do
@@ -259,12 +259,12 @@ describe("nn layers", function()
 
     local e = nn.Embedding(10, 3, { padding_idx = 2, dtype = tide.float64 })
     H.close(e.weight[2], { 0, 0, 0 }, 0)
-    H.close(e(tide.tensor { 4, 2 })[1], e.weight[4], 0)
-    H.gradcheck(function() return e(tide.tensor { { 1, 4 }, { 3, 3 } }) end, { e.weight })
+    H.close(e(tide.long { 4, 2 })[1], e.weight[4], 0)
+    H.gradcheck(function() return e(tide.long { { 1, 4 }, { 3, 3 } }) end, { e.weight })
     assert.are.equal("Embedding(10, 3, padding_idx=2)", tostring(e))
     assert.are.equal(10, nn.Embedding(10, 3, { padding_idx = -1 }).padding_idx)
     local pre = nn.Embedding.from_pretrained(t64 { { 1, 2 }, { 3, 4 } })
-    H.close(pre(tide.tensor { 2 }), { { 3, 4 } }, 0)
+    H.close(pre(tide.long { 2 }), { { 3, 4 } }, 0)
     assert.is_false(pre.weight.requires_grad)
     assert.are.equal(1, #pre:parameters())                 -- frozen: still a parameter, as in PyTorch
     assert.are.same({ "weight" }, select(2, pre:state_dict()))

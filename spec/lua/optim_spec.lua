@@ -378,7 +378,7 @@ describe("optimizer errors", function()
     H.raises(function() tide.optim.Adam({ w }, { lrr = 1 }) end, "Adam: unknown option 'lrr'")
   end)
   it("reject non-float, non-leaf and non-tensor parameters", function()
-    H.raises(function() tide.optim.SGD({ tide.tensor({ 1, 2 }) }, { lr = 1 }) end,
+    H.raises(function() tide.optim.SGD({ tide.long({ 1, 2 }) }, { lr = 1 }) end,
       "SGD: can only optimize floating-point Tensors, but parameter 1 has dtype int64")
     H.raises(function() tide.optim.Adam({ w, w * 2 }) end, "Adam: can't optimize a non-leaf Tensor (parameter 2")
     H.raises(function() tide.optim.Adam({ w, 3 }) end, "bad argument #1 to 'Adam' (parameter 2 is a number")

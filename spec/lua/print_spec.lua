@@ -13,7 +13,7 @@ local cases = {
     [=[tensor([[ 1.5000, -2.2500],
         [ 3.0000,  4.1250]], dtype=float64)]=] },
   { "torch.tensor([[1, -20], [300, 4]])",
-    function() return tide.tensor{{1, -20}, {300, 4}} end,
+    function() return tide.long{{1, -20}, {300, 4}} end,
     [=[tensor([[  1, -20],
         [300,   4]])]=] },
   { "torch.tensor([True, False, True])",
@@ -26,7 +26,7 @@ local cases = {
     function() return tide.tensor(3.5) end,
     [=[tensor(3.5000)]=] },
   { "torch.tensor(3)",
-    function() return tide.tensor(3) end,
+    function() return tide.long(3) end,
     [=[tensor(3)]=] },
   { "torch.tensor(True)",
     function() return tide.tensor(true) end,
@@ -340,7 +340,7 @@ local cases = {
         [4., 5.],
         [7., 8.]])]=] },
   { "torch.tensor([2**53]) + 1",
-    function() return tide.tensor({2^53}) + 1 end,
+    function() return tide.long({2^53}) + 1 end,
     [=[tensor([9007199254740993])]=] },
   { "torch.arange(-3., 3) / 4",
     function() return tide.arange(-3, 3):float() / 4 end,
@@ -395,7 +395,7 @@ local cases = {
     [=[tensor([[-1.0000e+20,  3.0000e+00],
         [        nan,  1.0000e+00]])]=] },
   { "torch.tensor([123456789012, -5])",
-    function() return tide.tensor({123456789012, -5}) end,
+    function() return tide.long({123456789012, -5}) end,
     [=[tensor([123456789012,           -5])]=] },
   { "torch.tensor(-0.0)",
     function() return tide.tensor(-0.0, {dtype=tide.float32}) end,
@@ -530,8 +530,9 @@ describe("printing", function()
   end)
 
   it("print shows what tostring gives", function()
-    local x = tide.tensor { 1, 2 }
+    local x = tide.long { 1, 2 }
     assert.equal("tensor([1, 2])", tostring(x))
+    assert.equal("tensor([1., 2.])", tostring(tide.tensor { 1, 2 }))
     assert.equal("[2, 3]", tostring(tide.zeros(2, 3).shape))
     assert.equal("tide.float32", tostring(tide.float32))
   end)

@@ -286,7 +286,7 @@ describe("npy", function()
     tide.save_npy(tide.arange(0, 6):view(2, 3):float(), P("a.npy"))
     assert.are.equal(NP_F32, read(P("a.npy")))
     assert.are.equal(152, #NP_F32)
-    tide.save_npy(tide.tensor(5), P("s.npy"))   -- int64 0-dim: shape ()
+    tide.save_npy(tide.long(5), P("s.npy"))   -- int64 0-dim: shape ()
     local s = read(P("s.npy"))
     assert.are.equal("\147NUMPY\1\0v\0{'descr': '<i8', 'fortran_order': False, 'shape': (), }" .. (" "):rep(62) .. "\n"
       .. u64(5), s)

@@ -261,23 +261,23 @@ describe("unary elementwise ops", function()
   it("round is half to even; floor, ceil and round keep integer tensors unchanged", function()
     exact(tide.tensor { 0.5, 1.5, 2.5, 3.5, -0.5, -1.5, -2.5, 2.4999 }:round(), "float32",
       { 0, 2, 2, 4, -0, -2, -2, 2 })
-    local i = tide.tensor { -3, 0, 7 }
+    local i = tide.long { -3, 0, 7 }
     exact(i:floor(), "int64", { -3, 0, 7 })
     exact(i:ceil(), "int64", { -3, 0, 7 })
     exact(tide.tensor({ -3, 0, 7 }, { dtype = "int32" }):round(), "int32", { -3, 0, 7 })
   end)
 
   it("integer and bool inputs: float ops compute in float32, others keep the dtype", function()
-    rclose(tide.tensor { 0, 1, 2 }:exp(), { 1, 2.718281828459045, 7.38905609893065 }, 2e-6)
-    assert.equal("float32", tide.tensor { 0, 1, 2 }:exp().dtype.name)
+    rclose(tide.long { 0, 1, 2 }:exp(), { 1, 2.718281828459045, 7.38905609893065 }, 2e-6)
+    assert.equal("float32", tide.long { 0, 1, 2 }:exp().dtype.name)
     assert.equal("float32", tide.tensor({ 4, 9 }, { dtype = "uint8" }):sqrt().dtype.name)
     exact(tide.tensor({ 4, 9 }, { dtype = "uint8" }):sqrt(), "float32", { 2, 3 })
     exact(tide.tensor({ 1, -2 }, { dtype = "int32" }):neg(), "int32", { -1, 2 })
     exact(-tide.tensor({ 1, -2 }, { dtype = "int32" }), "int32", { -1, 2 })
     exact(tide.tensor({ 1, 200 }, { dtype = "uint8" }):abs(), "uint8", { 1, 200 })
-    exact(tide.tensor { -3, 0, 4 }:sign(), "int64", { -1, 0, 1 })
-    exact(tide.tensor { -3, 0, 4 }:relu(), "int64", { 0, 0, 4 })
-    exact(tide.tensor { -3, 0, 4 }:abs(), "int64", { 3, 0, 4 })
+    exact(tide.long { -3, 0, 4 }:sign(), "int64", { -1, 0, 1 })
+    exact(tide.long { -3, 0, 4 }:relu(), "int64", { 0, 0, 4 })
+    exact(tide.long { -3, 0, 4 }:abs(), "int64", { 3, 0, 4 })
     exact(tide.tensor { true, false }:sigmoid():gt(0.6), "bool", { true, false })
   end)
 
@@ -289,9 +289,9 @@ describe("unary elementwise ops", function()
     rclose(x:clamp { max = 0.25 }, { -2, -0.25, 0.25, 0.25, NAN }, 0)
     rclose(x:clamp(-1, 1), { -1, -0.25, 0.5, 1, NAN }, 0)
     rclose(x:clamp(2, 1), { 1, 1, 1, 1, NAN }, 0)          -- min(max(x, lo), hi), as PyTorch
-    exact(tide.tensor { -3, 0, 4 }:clamp(-1, 2), "int64", { -1, 0, 2 })
+    exact(tide.long { -3, 0, 4 }:clamp(-1, 2), "int64", { -1, 0, 2 })
     -- a fractional bound promotes an integer tensor, like a Lua number operand
-    exact(tide.tensor { -3, 0, 4 }:clamp(-1.5, 2.5), "float32", { -1.5, 0, 2.5 })
+    exact(tide.long { -3, 0, 4 }:clamp(-1.5, 2.5), "float32", { -1.5, 0, 2.5 })
     H.raises(function() return x:clamp() end, "clamp: at least one of min and max must be given")
   end)
 
@@ -388,24 +388,24 @@ describe("binary elementwise ops", function()
       rclose(tide.maximum(a, b), { NAN, NAN, 2, NAN }, 0, "maximum " .. dt)
       rclose(tide.maximum(b, a), { NAN, NAN, 2, NAN }, 0, "maximum swapped " .. dt)
     end
-    exact(tide.minimum(tide.tensor { 3, -1 }, tide.tensor { 2, 5 }), "int64", { 2, -1 })
+    exact(tide.minimum(tide.long { 3, -1 }, tide.long { 2, 5 }), "int64", { 2, -1 })
     exact(tide.maximum(tide.tensor({ 1, 5 }, { dtype = "int32" }), tide.tensor { 2.5, 0.5 }), "float32", { 2.5, 5 })
   end)
 
   it("integer pow and division", function()
-    exact(tide.tensor { 3, -5 } ^ 2, "int64", { 9, 25 })
-    exact(tide.tensor { 2, 3 } ^ tide.tensor { 10, 3 }, "int64", { 1024, 27 })
-    exact(2 ^ tide.tensor { 3, 5 }, "int64", { 8, 32 })
-    exact(tide.tensor { 4, 9 } ^ 0.5, "float32", { 2, 3 })
-    exact(2.5 ^ tide.tensor { 1, 2 }, "float32", { 2.5, 6.25 })
+    exact(tide.long { 3, -5 } ^ 2, "int64", { 9, 25 })
+    exact(tide.long { 2, 3 } ^ tide.long { 10, 3 }, "int64", { 1024, 27 })
+    exact(2 ^ tide.long { 3, 5 }, "int64", { 8, 32 })
+    exact(tide.long { 4, 9 } ^ 0.5, "float32", { 2, 3 })
+    exact(2.5 ^ tide.long { 1, 2 }, "float32", { 2.5, 6.25 })
     -- negative exponents are an error for tensors as for numbers (PyTorch's tensor
     -- case silently gives 0, or +-1 for a base of +-1)
-    H.raises(function() return tide.tensor { 1, 2, -1, 3 } ^ tide.tensor { -1, -1, -1, -2 } end,
+    H.raises(function() return tide.long { 1, 2, -1, 3 } ^ tide.long { -1, -1, -1, -2 } end,
       "pow: integers to negative integer powers are not allowed (exponent -1")
-    H.raises(function() return tide.tensor { 1, 2 } ^ -1 end, "pow: integers to negative integer powers are not allowed")
-    exact(tide.tensor { 1, 2 }:double() ^ -1, "float64", { 1, 0.5 })
-    exact(tide.tensor { 7, -7 } / tide.tensor { 2, 2 }, "float32", { 3.5, -3.5 })
-    rclose(tide.tensor { 1, 0, -1 } / 0, { math.huge, NAN, -math.huge }, 0)
+    H.raises(function() return tide.long { 1, 2 } ^ -1 end, "pow: integers to negative integer powers are not allowed")
+    exact(tide.long { 1, 2 }:double() ^ -1, "float64", { 1, 0.5 })
+    exact(tide.long { 7, -7 } / tide.long { 2, 2 }, "float32", { 3.5, -3.5 })
+    rclose(tide.long { 1, 0, -1 } / 0, { math.huge, NAN, -math.huge }, 0)
   end)
 end)
 
@@ -433,39 +433,39 @@ describe("comparisons and logical ops", function()
       assert.is_false(xt:is_contiguous())
       exact(xt[name](xt, 2.5):t()[1], "bool", want[name])
       -- integers against floats compare in float; bool against int
-      exact(tide.tensor { 1, 2, 3 }[name](tide.tensor { 1, 2, 3 }, 2.5), "bool", { want[name][1], want[name][1], want[name][3] })
+      exact(tide.long { 1, 2, 3 }[name](tide.long { 1, 2, 3 }, 2.5), "bool", { want[name][1], want[name][1], want[name][3] })
     end)
   end
 
   it("eq between bool and int, and float and int", function()
-    exact(tide.eq(tide.tensor { true, false }, tide.tensor { 1, 0 }), "bool", { true, true })
-    exact(tide.eq(tide.tensor { 1, 2.5 }, tide.tensor { 1, 2 }), "bool", { true, false })
+    exact(tide.eq(tide.tensor { true, false }, tide.long { 1, 0 }), "bool", { true, true })
+    exact(tide.eq(tide.tensor { 1, 2.5 }, tide.long { 1, 2 }), "bool", { true, false })
     exact(tide.ne(tide.tensor({ 250, 3 }, { dtype = "uint8" }), 250), "bool", { false, true })
   end)
 
   it("logical_and, logical_or, logical_not on any dtype, with broadcasting", function()
-    exact(tide.logical_and(tide.tensor { 0, 2, 3 }, tide.tensor { 1, 0, 0.5 }), "bool", { false, false, true })
-    exact(tide.logical_or(tide.tensor { 0, 0, 3 }, tide.tensor { 0, 1, 0 }), "bool", { false, true, true })
+    exact(tide.logical_and(tide.long { 0, 2, 3 }, tide.tensor { 1, 0, 0.5 }), "bool", { false, false, true })
+    exact(tide.logical_or(tide.long { 0, 0, 3 }, tide.long { 0, 1, 0 }), "bool", { false, true, true })
     exact(tide.logical_not(tide.tensor { 0, 2.5, NAN }), "bool", { true, false, false })
     exact(tide.logical_not(tide.tensor { true, false }), "bool", { false, true })
     local m = tide.logical_and(tide.tensor { { true }, { false } }, tide.tensor { true, false, true })
     exact(m, "bool", { { true, false, true }, { false, false, false } })
-    exact(tide.logical_or(tide.tensor { { 1 }, { 0 } }:t(), tide.tensor { { 0 }, { 0 }, { 1 } }), "bool",
+    exact(tide.logical_or(tide.long { { 1 }, { 0 } }:t(), tide.long { { 0 }, { 0 }, { 1 } }), "bool",
       { { true, false }, { true, false }, { true, true } })
   end)
 
   it("where broadcasts, promotes, takes numbers, and reads strided inputs", function()
     local c = tide.tensor { { true }, { false }, { true } }
-    local a = tide.tensor { { 1, 2, 3, 4 } }
+    local a = tide.long { { 1, 2, 3, 4 } }
     exact(tide.where(c, a, 0), "int64", { { 1, 2, 3, 4 }, { 0, 0, 0, 0 }, { 1, 2, 3, 4 } })
     exact(tide.where(c, a, 0.5), "float32", { { 1, 2, 3, 4 }, { 0.5, 0.5, 0.5, 0.5 }, { 1, 2, 3, 4 } })
-    exact(tide.where(tide.tensor { true, false }, tide.tensor { 1, 2 }, tide.tensor { 0.5, 0.25 }), "float32", { 1, 0.25 })
+    exact(tide.where(tide.tensor { true, false }, tide.long { 1, 2 }, tide.tensor { 0.5, 0.25 }), "float32", { 1, 0.25 })
     local x = urand({ 7, 5 }, -1, 1):t()
     local y = tide.where(x:gt(0), x, x * 10)
     local xv, yv = values(x), values(y)
     for i = 1, #xv do assert.equal(xv[i] > 0 and xv[i] or xv[i] * 10, yv[i]) end
     exact(x:gt(0):where(1, -1):abs(), "int64", (function() local r = {} for i = 1, 5 do r[i] = { 1, 1, 1, 1, 1, 1, 1 } end return r end)())
-    H.raises(function() return tide.where(tide.tensor { 1, 0 }, a, 0) end, "where: condition must be a bool tensor, got int64")
+    H.raises(function() return tide.where(tide.long { 1, 0 }, a, 0) end, "where: condition must be a bool tensor, got int64")
   end)
 end)
 
@@ -489,16 +489,23 @@ describe("Lua operators", function()
     rclose(a - a:t(), { { 0, -5 }, { 5, 0 } }, t)
     rclose(a * a + a / (a - 10), { { 2.25 - 1.5 / 8.5, 4 + 2 / 12 }, { 9 - 3 / 7, 0.25 - 0.5 / 9.5 } }, t)
     for _, r in ipairs { a + 2, 2 - a, a * a, 4 / a, -a, 2 ^ a } do assert.equal("float32", r.dtype.name) end
-    exact(tide.tensor { 1, 2 } + 2, "int64", { 3, 4 })
-    exact(tide.tensor { 1, 2 } * 2.5, "float32", { 2.5, 5 })
-    exact(1 - tide.tensor { 1, 2 }, "int64", { 0, -1 })
+    exact(tide.long { 1, 2 } + 2, "int64", { 3, 4 })
+    exact(tide.long { 1, 2 } * 2.5, "float32", { 2.5, 5 })
+    exact(1 - tide.long { 1, 2 }, "int64", { 0, -1 })
   end)
 end)
 
 -- -- Type promotion ---------------------------------------------------------------------------
 
 describe("type promotion (PyTorch rules)", function()
-  local t = tide.tensor
+  -- the tensors of PyTorch's examples: integer literals are int64 (tide.long), others as given
+  local function t(v, o)
+    if o ~= nil then return tide.tensor(v, o) end
+    for _, x in ipairs(type(v) == "table" and v or { v }) do
+      if type(x) ~= "number" or x ~= math.floor(x) then return tide.tensor(v) end
+    end
+    return tide.long(v)
+  end
   local function D(d) return { dtype = d } end
   local cases = {
     { "int64 + 1.5", function() return t { 1, 2 } + 1.5 end, "float32", { 2.5, 3.5 } },
@@ -545,15 +552,15 @@ end)
 
 describe("broadcasting", function()
   it("0-dim with n-dim, size-1 dims, leading dims, and empty tensors", function()
-    local s = tide.tensor(10)
+    local s = tide.long(10)
     assert.same({}, s:size())
-    exact(tide.tensor { { 1, 2, 3 }, { 4, 5, 6 } } + s, "int64", { { 11, 12, 13 }, { 14, 15, 16 } })
-    exact(s - tide.tensor { { 1, 2, 3 } }, "int64", { { 9, 8, 7 } })
+    exact(tide.long { { 1, 2, 3 }, { 4, 5, 6 } } + s, "int64", { { 11, 12, 13 }, { 14, 15, 16 } })
+    exact(s - tide.long { { 1, 2, 3 } }, "int64", { { 9, 8, 7 } })
     exact(s * s, "int64", 100)
-    local r = tide.tensor { { 1 }, { 2 }, { 3 } } * tide.tensor { { 10, 20, 30, 40 } }
+    local r = tide.long { { 1 }, { 2 }, { 3 } } * tide.long { { 10, 20, 30, 40 } }
     exact(r, "int64", { { 10, 20, 30, 40 }, { 20, 40, 60, 80 }, { 30, 60, 90, 120 } })
     local x = tide.arange(6):view(2, 1, 3)
-    local y = tide.tensor { { 100 }, { 200 } }
+    local y = tide.long { { 100 }, { 200 } }
     local z = x + y                                           -- (2,1,3) + (2,1) -> (2,2,3)
     same_shape(z, { 2, 2, 3 })
     exact(z, "int64", { { { 100, 101, 102 }, { 200, 201, 202 } }, { { 103, 104, 105 }, { 203, 204, 205 } } })
@@ -590,13 +597,13 @@ describe("in-place ops", function()
   it("add_ sub_ mul_ div_ with broadcasting, numbers, and version bumps", function()
     local x = tide.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }, { dtype = "float64" })
     local v = x._version
-    assert.equal(x, x:add_(tide.tensor { 10, 20, 30 }))
+    assert.equal(x, x:add_(tide.long { 10, 20, 30 }))
     assert.equal(v + 1, x._version)
-    x:sub_(1); x:mul_(tide.tensor { { 2 }, { -1 } }); x:div_(4)
+    x:sub_(1); x:mul_(tide.long { { 2 }, { -1 } }); x:div_(4)
     assert.equal(v + 4, x._version)
     exact(x, "float64", { { 5, 10.5, 16 }, { -3.25, -6, -8.75 } })
     -- integer destination: int results are fine, float results are refused
-    local i = tide.tensor { 1, 2, 3 }
+    local i = tide.long { 1, 2, 3 }
     i:add_(2); i:mul_(tide.tensor({ 2 }, { dtype = "int32" }))
     exact(i, "int64", { 6, 8, 10 })
     H.raises(function() i:div_(2) end, "div_: result type float32 can't be cast to the destination type int64")
@@ -612,7 +619,7 @@ describe("in-place ops", function()
   it("copy_ broadcasts and converts dtypes; fill_ and zero_", function()
     local x = tide.zeros(2, 3)
     local v = x._version
-    x:copy_(tide.tensor { 1, 2, 3 })
+    x:copy_(tide.long { 1, 2, 3 })
     exact(x, "float32", { { 1, 2, 3 }, { 1, 2, 3 } })
     x:copy_(tide.tensor({ { 0.5 }, { -0.25 } }, { dtype = "float64" }))
     exact(x, "float32", { { 0.5, 0.5, 0.5 }, { -0.25, -0.25, -0.25 } })
@@ -641,19 +648,19 @@ describe("in-place ops", function()
     exact(x, "float32", { -1, -0.5, 0.5, 1 })
     x:clamp_(-0.25, 0.25)
     exact(x, "float32", { -0.25, -0.25, 0.25, 0.25 })
-    local m = tide.tensor { { 1, 2, 3 }, { 4, 5, 6 } }
+    local m = tide.long { { 1, 2, 3 }, { 4, 5, 6 } }
     m:masked_fill_(tide.tensor { true, false, true }, -1)           -- the mask broadcasts
     exact(m, "int64", { { -1, 2, -1 }, { -1, 5, -1 } })
     m:masked_fill_(m:gt(4), 0)
     exact(m, "int64", { { -1, 2, -1 }, { -1, 0, -1 } })
     assert.equal(v + 3, x._version)
-    H.raises(function() tide.tensor { 1, 2 }:clamp_(0.5, 1.5) end, "can't be cast to the destination type int64")
+    H.raises(function() tide.long { 1, 2 }:clamp_(0.5, 1.5) end, "can't be cast to the destination type int64")
   end)
 
   it("writes through non-contiguous destinations; views share the version counter", function()
     local base = tide.arange(12, { dtype = "float64" }):view(3, 4)
     local v = base._version
-    base:t():add_(tide.tensor { 100, 200, 300 })                    -- (4,3) view; rows of base get 100, 200, 300
+    base:t():add_(tide.long { 100, 200, 300 })                    -- (4,3) view; rows of base get 100, 200, 300
     exact(base, "float64", { { 100, 101, 102, 103 }, { 204, 205, 206, 207 }, { 308, 309, 310, 311 } })
     base[{ {}, { 2, 4, 2 } }]:mul_(-1)                               -- columns 2 and 4
     exact(base, "float64", { { 100, -101, 102, -103 }, { 204, -205, 206, -207 }, { 308, -309, 310, -311 } })

@@ -186,7 +186,7 @@ describe("scatter_add", function()
   it("adds with duplicate indices (literal values)", function()
     local r = tide.zeros(3, 3):scatter_add(2, i64 { { 1, 1 }, { 3, 2 }, { 2, 2 } }, tide.ones(3, 2))
     assert.are.same({ { 2, 0, 0 }, { 0, 1, 1 }, { 0, 2, 0 } }, r:totable())
-    local s = tide.tensor { { 1, 2, 3 }, { 10, 20, 30 } }
+    local s = tide.long { { 1, 2, 3 }, { 10, 20, 30 } }
     local r1 = tide.zeros(2, 3, { dtype = "int64" }):scatter_add(1, i32 { { 2, 1, 2 }, { 2, 2, 1 } }, s)
     assert.are.same({ { 0, 2, 30 }, { 11, 20, 3 } }, r1:totable())
     -- index smaller than the source: only the indexed part of src is used

@@ -442,7 +442,7 @@ describe("reductions", function()
     H.close(u:sum(), 302, 0); assert.equal(tide.int64, u:sum().dtype)
     H.close(u:prod(), 40000, 0)
     assert.equal(tide.uint8, u:max().dtype); H.close(u:max(), 200, 0)
-    local l = tide.tensor({ { 3, -7 }, { 9, 9 } })
+    local l = tide.long({ { 3, -7 }, { 9, 9 } })
     local v, i = l:max(2)
     assert.equal(tide.int64, v.dtype); H.close(v, { 3, 9 }, 0); H.close(i, { 1, 1 }, 0)
     v, i = l:min(1)
@@ -500,7 +500,7 @@ describe("reductions", function()
     H.raises(function() return b:var({ 1, 3, -3 }) end, "var: dim 1 appears multiple times")
     H.raises(function() return b:argmax({ 1, 2 }) end, "argmax: expected one dim")
     H.raises(function() return a:softmax(3) end, "softmax: dim 3 out of range for a tensor with 2 dims")
-    H.raises(function() return tide.tensor({ 1, 2 }):log_softmax(1) end,
+    H.raises(function() return tide.long({ 1, 2 }):log_softmax(1) end,
       "log_softmax: expected a floating point tensor, got int64")
   end)
 

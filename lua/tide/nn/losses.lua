@@ -103,7 +103,8 @@ local function check_classes(fname, input, target, weight, ignore)
   local nc = input:size(cd)
   local st = target.dtype
   if st.is_floating_point or st.name == "bool" then
-    raise(("%s: target must be an integer tensor of class labels, got %s"):format(fname, st.name))
+    raise(("%s: target must be an integer tensor of class labels, got %s (make one with tide.long{...} or y:long())")
+      :format(fname, st.name))
   end
   local want = input:size()
   table.remove(want, cd)
@@ -202,6 +203,11 @@ function M.cross_entropy(input, target, opts)
     return class_loss(input:log_softmax(cd), cd, nc, valid, safe, weight, reduction, ls)
   end
   -- class probabilities: -sum_c w_c p_c logp_c, with p smoothed towards uniform
+  if input.shape ~= target.shape and target.ndim == input.ndim - 1 then
+    raise(("%s: a float target of shape %s for input %s holds class probabilities and needs the input's shape; "
+      .. "class labels are an integer tensor (tide.long{...} or y:long())"):format(fname, shape_str(target),
+      shape_str(input)))
+  end
   same_shape(fname, input, target)
   local cd = input.ndim == 1 and 1 or 2
   local nc = input:size(cd)
