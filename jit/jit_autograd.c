@@ -35,6 +35,62 @@ TD_API int td_set_anomaly(int on, const char *(*where)(void))
 }
 TD_API int td_anomaly_enabled(void) { return anomaly_on; }
 
+/* -- Tensor hooks ------------------------------------------------------------------ */
+
+static td_tensor *(*hook_runner)(td_tensor *t, td_tensor *g);
+TD_API void td_set_hook_runner(td_tensor *(*run)(td_tensor *t, td_tensor *g)) { hook_runner = run; }
+TD_API int td_set_hooked(td_tensor *t, int on)
+{
+  RT_ARG(t, "register_hook", 1, TD_ERR_ARG);
+  if (on) t->flags |= TD_TF_HOOKED; else t->flags &= ~TD_TF_HOOKED;
+  return 0;
+}
+
+static bool hooked(const td_tensor *t) { return t && (t->flags & TD_TF_HOOKED) && hook_runner; }
+
+/* *g <- the host's hooks of t applied to *g (the reference in *g is replaced) */
+static int run_hooks(td_tensor *t, td_tensor **g)
+{
+  td_tensor *r = hook_runner(t, *g);
+  if (!r) return rt_err(TD_ERR_GRAD, "backward: a hook of a tensor of shape %s failed", RT_SHAPE(t));
+  if (r->ndim != t->ndim || memcmp(r->sizes, t->sizes, t->ndim * sizeof(int64_t))) {
+    int rc = rt_err(TD_ERR_SHAPE, "backward: a hook returned a gradient of shape %s for a tensor of shape %s",
+                    RT_SHAPE(r), RT_SHAPE(t));
+    td_release(r);
+    return rc;
+  }
+  td_release(*g); *g = r;
+  return 0;
+}
+
+/* Hooked leaves collect their gradient over the whole pass (one call of their
+** hooks with the sum, as PyTorch's AccumulateGrad sees it); the engine
+** delivers them at its end. A stack per thread: a hook may run a backward. */
+typedef struct { td_tensor *leaf, *g; } HookedLeaf;
+typedef struct { HookedLeaf *v; int n, cap; } HookedVec;
+static _Thread_local HookedVec *hooked_leaves;
+
+static int hooked_add(td_tensor *leaf, td_tensor *g)
+{
+  HookedVec *h = hooked_leaves;
+  for (int i = 0; i < h->n; i++)
+    if (h->v[i].leaf == leaf) {
+      td_tensor *s = td_add(h->v[i].g, g);
+      if (!s) return TD_ERR_NOMEM;
+      td_release(h->v[i].g); h->v[i].g = s;
+      return 0;
+    }
+  if (h->n == h->cap) {
+    int cap = h->cap ? 2 * h->cap : 8;
+    HookedLeaf *v = realloc(h->v, (size_t)cap * sizeof *v);
+    if (!v) return rt_err(TD_ERR_NOMEM, "backward: out of memory");
+    h->v = v; h->cap = cap;
+  }
+  td_retain(leaf); td_retain(g);
+  h->v[h->n++] = (HookedLeaf){ leaf, g };
+  return 0;
+}
+
 /* "nan", "inf" or NULL: the first non-finite value of a float tensor (any device) */
 static const char *nonfinite(const td_tensor *t)
 {
@@ -435,6 +491,7 @@ static int capture_index(const Capture *cap, const td_tensor *leaf, const JitNod
 
 static int deliver_leaf(td_tensor *leaf, td_tensor *g, const Capture *cap, int create_graph)
 {
+  if (hooked_leaves && hooked(leaf)) return hooked_add(leaf, g);
   if (cap) {
     int j = capture_index(cap, leaf, NULL);
     if (j >= 0) {
@@ -593,6 +650,8 @@ static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, 
   if (!rc && cap) rc = mark_needed(&all, cap);
   /* 3. seed and run in dependency order */
   int prev = td_set_grad_enabled(create_graph);
+  HookedVec hooks = { 0 }, *outer_hooks = hooked_leaves;
+  hooked_leaves = &hooks;
   for (int i = 0; i < nout && !rc; i++) {
     td_tensor *o = outputs[i];
     if (!o->rt_grad_fn) { rc = deliver_leaf(o, seeds[i], cap, create_graph); continue; }
@@ -607,6 +666,7 @@ static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, 
   }
   while (!rc && ready.n) {
     JitNode *x = ready.v[--ready.n];
+    if (x->gacc && hooked(x->owner) && (rc = run_hooks(x->owner, &x->gacc))) break;
     if (cap && (x->needed & JIT_NEED_CAPTURE) && x->gacc) {
       int j = capture_index(cap, NULL, x);
       td_tensor *s = grad_sum(cap->results[j], x->gacc);
@@ -616,6 +676,16 @@ static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, 
     if (!cap || (x->needed & JIT_NEED_RUN)) rc = run_node(x, cap, retain_graph, create_graph, &ready);
     td_release(x->gacc); x->gacc = NULL;
   }
+  /* hooked leaves: their hooks on the summed gradient, then the delivery */
+  for (int i = 0; i < hooks.n; i++) {
+    HookedLeaf *h = &hooks.v[i];
+    if (!rc) rc = run_hooks(h->leaf, &h->g);
+    hooked_leaves = NULL;                      /* deliver for real this time */
+    if (!rc) rc = deliver_leaf(h->leaf, h->g, cap, create_graph);
+    td_release(h->leaf); td_release(h->g);
+  }
+  hooked_leaves = outer_hooks;
+  free(hooks.v);
   td_set_grad_enabled(prev);
   /* 4. clean up scratch (also after an error) */
   for (int i = 0; i < all.n; i++) { td_release(all.v[i]->gacc); all.v[i]->gacc = NULL; }

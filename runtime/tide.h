@@ -76,7 +76,8 @@ enum {
   TD_TF_REQUIRES_GRAD = 1,       /* autograd tracks this tensor */
   TD_TF_WRAPPED_NUMBER = 2,      /* a Lua/C number turned into a 0-dim tensor */
   TD_TF_RETAIN_GRAD = 4,         /* non-leaf keeps its .grad */
-  TD_TF_VIEW = 8                 /* made by a view op: shares its base tensor's memory */
+  TD_TF_VIEW = 8,                /* made by a view op: shares its base tensor's memory */
+  TD_TF_HOOKED = 16              /* has backward hooks in the host (td_set_hook_runner) */
 };
 
 /* Op attributes: one struct for every op; each op reads the fields it needs. */
@@ -215,6 +216,14 @@ TD_API uint64_t td_version(const td_tensor *t);
 ** the backward naming the rule and that place. Returns the previous mode. */
 TD_API int td_set_anomaly(int on, const char *(*where)(void));
 TD_API int td_anomaly_enabled(void);
+/* Tensor hooks. A tensor marked with td_set_hooked has hooks kept by the host;
+** when a backward has its whole gradient g (a leaf: summed over its uses,
+** before .grad or a requested result takes it; a non-leaf: before its node
+** runs), run(t, g) returns the gradient to use instead (+1 reference; g
+** itself, retained, keeps it), or NULL to fail the backward. One runner per
+** process (the Lua layer installs it). */
+TD_API void td_set_hook_runner(td_tensor *(*run)(td_tensor *t, td_tensor *g));
+TD_API int td_set_hooked(td_tensor *t, int on);
 
 /* -- Fused optimizer updates (rt_optim.c) ---------------------------------------
 ** One Adam/AdamW step of parameter p in place, with gradient g and state m, v

@@ -7,6 +7,7 @@ local core = require "tide.core"
 local tensor = require "tide.tensor"
 local args = require "tide.args"
 local ffi, C = core.ffi, core.C
+local bit = require "bit"
 local is_tensor, check = core.is_tensor, core.check
 local T = tensor.Tensor
 
@@ -25,6 +26,82 @@ local function ptrs(list)
   return p
 end
 
+-- -- Tensor hooks --------------------------------------------------------------------------
+-- x:register_hook(fn): fn(grad) runs when a backward has x's whole gradient
+-- (a leaf: before .grad takes it; a non-leaf: before its producer's backward
+-- runs), and may return a tensor of x's shape to use instead. Returns a handle
+-- with :remove(). C keeps a flag on x and calls back into Lua (the runner
+-- below) with the tensor and the gradient; the hooks live here, by address.
+-- Callbacks cannot be entered from JIT-compiled code, so the functions that
+-- start a backward are never compiled (jit.off below); a hook's error is
+-- raised by the backward call that ran it.
+local hooks_of = {}                 -- address -> { list of fns in order, by id }
+local hook_error                    -- the error a hook raised, until its backward reports it
+local runner
+
+local function addr(p) return tonumber(ffi.cast("intptr_t", p)) end
+
+local function run_hooks(t, g)
+  local list = hooks_of[addr(t)]
+  local cur = core.own(g)
+  if list then
+    for _, h in ipairs(list) do
+      local ok, r = pcall(h.fn, cur)
+      if not ok then hook_error = r; return nil end
+      if r ~= nil then
+        if not is_tensor(r) or r.p == nil then
+          hook_error = ("backward: a tensor hook returned %s (a Tensor or nil expected)"):format(args.typename(r))
+          return nil
+        end
+        cur = r
+      end
+    end
+  end
+  C.td_retain(cur.p)
+  return cur.p
+end
+
+function T.register_hook(x, fn)
+  tensor.targ(x, 1, "register_hook")
+  if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
+    args.argerr(2, "register_hook", "function", fn)
+  end
+  if not x.requires_grad then
+    core.raise("register_hook: cannot register a hook on a tensor that does not require grad")
+  end
+  if not runner then
+    runner = ffi.cast("td_tensor *(*)(td_tensor *, td_tensor *)", run_hooks)
+    C.td_set_hook_runner(runner)
+  end
+  local key = addr(x.p)
+  -- an entry for this address while x is not flagged belongs to a dead tensor
+  if bit.band(x.flags, C.TD_TF_HOOKED) == 0 then hooks_of[key] = nil end
+  local list = hooks_of[key] or {}
+  hooks_of[key] = list
+  local h = { fn = fn }
+  list[#list + 1] = h
+  check(C.td_set_hooked(x.p, 1))
+  local p = x.p
+  return { remove = function()
+    for i, e in ipairs(list) do
+      if e == h then
+        table.remove(list, i)
+        if #list == 0 and hooks_of[key] == list then hooks_of[key] = nil; C.td_set_hooked(p, 0) end
+        return
+      end
+    end
+  end }
+end
+
+-- a failed backward: the hook's own error if one raised, else the C error
+local function check_backward(rc)
+  if rc == 0 then return end
+  local e = hook_error
+  hook_error = nil
+  if e ~= nil then error(e, 0) end
+  core.fail()
+end
+
 -- x:backward([grad], {retain_graph=false, create_graph=false})
 function T.backward(x, grad, opts)
   tensor.targ(x, 1, "backward")
@@ -38,8 +115,9 @@ function T.backward(x, grad, opts)
   end
   local retain = opts.retain_graph
   if retain == nil then retain = opts.create_graph end
-  check(C.td_backward(1, outs, gs, 0, nil, nil, retain and 1 or 0, opts.create_graph and 1 or 0))
+  check_backward(C.td_backward(1, outs, gs, 0, nil, nil, retain and 1 or 0, opts.create_graph and 1 or 0))
 end
+jit.off(T.backward)
 
 -- tide.autograd.backward(tensors, grads, opts)
 function A.backward(outputs, grads, opts)
@@ -49,8 +127,9 @@ function A.backward(outputs, grads, opts)
   if grads ~= nil then grads = list_of(grads, "backward", 2); gp = ptrs(grads) end
   local retain = opts.retain_graph
   if retain == nil then retain = opts.create_graph end
-  check(C.td_backward(#outputs, ptrs(outputs), gp, 0, nil, nil, retain and 1 or 0, opts.create_graph and 1 or 0))
+  check_backward(C.td_backward(#outputs, ptrs(outputs), gp, 0, nil, nil, retain and 1 or 0, opts.create_graph and 1 or 0))
 end
+jit.off(A.backward)
 
 -- tide.autograd.grad(outputs, inputs, {grad_outputs=, retain_graph=, create_graph=, allow_unused=})
 -- returns a table of gradients, one per input (nil where unused and allow_unused)
@@ -63,7 +142,7 @@ function A.grad(outputs, inputs, opts)
   local res = ffi.new("td_tensor *[?]", #inputs)
   local retain = opts.retain_graph
   if retain == nil then retain = opts.create_graph end
-  check(C.td_backward(#outputs, ptrs(outputs), gp, #inputs, ptrs(inputs), res,
+  check_backward(C.td_backward(#outputs, ptrs(outputs), gp, #inputs, ptrs(inputs), res,
     retain and 1 or 0, opts.create_graph and 1 or 0))
   local out = {}
   for i = 1, #inputs do
@@ -77,6 +156,7 @@ function A.grad(outputs, inputs, opts)
   end
   return out
 end
+jit.off(A.grad)
 
 -- Run fn(...) with grad mode set, restoring the previous mode even on error.
 local function with_mode(on, fn, ...)

@@ -153,6 +153,10 @@ local function run(self, mode, ...)
   return unpack(res, 2, res.n)
 end
 
+-- tensor hooks may run inside td_compile_end's backward: a C callback into
+-- Lua, which LuaJIT cannot enter from compiled code
+jit.off(run)
+
 function Compiled:__call(...)
   -- a compiled function called while another one traces is simply inlined
   -- (anomaly mode checks each op's gradient: compiled code has no per-op nodes)

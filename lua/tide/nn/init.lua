@@ -30,7 +30,7 @@ handle keeps its identity (an optimizer built before still holds them).
 Layers take {device=} like {dtype=} (made on the CPU, then moved).
 
 Not here: Conv1d/Conv2d, BatchNorm, pooling, weight_norm/spectral_norm
-(they need new C kernels).
+(they need new C kernels). Hooks: tide.nn.hooks.
 --]]
 local tide = require "tide"
 local core = require "tide.core"
@@ -157,7 +157,14 @@ local function newindex(self, k, v)
   rawset(self, k, v)
 end
 
-local function call(self, ...) return self:forward(...) end
+-- module(...): forward, or with hooks through tide.nn.hooks (one rawget when there are none)
+local hooks_mod
+local function call(self, ...)
+  local h = rawget(self, "_hooks")
+  if h == nil then return self:forward(...) end
+  hooks_mod = hooks_mod or require "tide.nn.hooks"
+  return hooks_mod.call(self, h, ...)
+end
 local function tostr(self) return self:__repr() end
 
 -- Module:extend(name) -> a new class deriving from this one
@@ -182,6 +189,11 @@ function Module:__init() end
 
 function Module:forward()
   raise(("%s: forward is not implemented (define %s:forward)"):format(self.__name, self.__name))
+end
+
+-- forward pre-hooks, forward hooks, full backward hooks (tide.nn.hooks): each returns a handle with :remove()
+for _, n in ipairs { "register_forward_pre_hook", "register_forward_hook", "register_full_backward_hook" } do
+  Module[n] = function(self, fn) return require("tide.nn.hooks")[n](self, fn) end
 end
 
 function Module:register_parameter(name, t)
