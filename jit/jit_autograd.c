@@ -531,6 +531,7 @@ static int run_node(JitNode *n, const Capture *cap, int retain_graph, int create
   memset(&k, 0, sizeof k);
   k.n = n; k.g = n->gacc;
   int rc = 0;
+  int pe = rt_prof_on ? rt_prof_begin(TD_PROF_BACKWARD, n->rule->name, 1, &k.g) : -1;
   /* a second backward is an error only where a rule reads freed saved values */
   if (n->owner && (n->owner->flags & TD_TF_RETAIN_GRAD) && !cap)
     rc = deliver_leaf(n->owner, k.g, NULL, create_graph);
@@ -561,6 +562,7 @@ static int run_node(JitNode *n, const Capture *cap, int retain_graph, int create
   for (int i = 0; i < n->nin; i++) td_release(k.gin[i]);
   for (int i = 0; i < k.ntmp; i++) td_release(k.tmp[i]);
   if (!retain_graph) { node_free_saved(n); n->released = 1; }
+  rt_prof_end(pe);
   return rc;
 }
 

@@ -500,6 +500,7 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
   char *key = NULL, *skey = NULL; size_t nkey = 0, nskey = 0;
   char why[400];
   bool size_miss = false;          /* the trace differs from a variant only in sizes */
+  int pe = -1;                     /* the profiler's compile event */
   CgStats st0 = { 0 };
   Variant *v = NULL, *tmp = NULL;
   for (int k = 0; k < nout; k++) results[k] = NULL;
@@ -573,6 +574,12 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
       fprintf(stderr, "tide.compile: recompiling %s (%s)\n", cf->name, why);
   } else if (!v && (log_flags() & LOG_RECOMPILES))
     fprintf(stderr, "tide.compile: compiling %s\n", cf->name);
+  if (!v && rt_prof_on) {                /* a compile is an event of its own, named with its reason */
+    char ev[96];
+    snprintf(ev, sizeof ev, "%s %.32s%s%.48s%s", cf->nv ? "recompile" : "compile", cf->name, cf->nv ? " (" : "",
+             cf->nv ? why : "", cf->nv ? ")" : "");
+    pe = rt_prof_begin(TD_PROF_COMPILE, ev, 0, NULL);
+  }
   if (!v) {
     bool interp = cf->nv >= JIT_MAX_VARIANTS;
     Variant *nv = yk >= 0 ? variant_build_aot(cf, t, &aot, key, nkey, interp) : variant_build(cf, t, t, key, nkey, interp, "");
@@ -599,6 +606,7 @@ TD_API int td_compile_end(td_compiled *cf, int nout, td_tensor *const *outs, td_
       cf->dyn_sizes = 1;
     }
   }
+  rt_prof_end(pe); pe = -1;
 found:
   v->last = ++cf->tick;
   if (mode != TD_COMPILE_RUN) {
@@ -627,6 +635,7 @@ found:
   for (int k = 0; k < t->nouts; k++) td_release(res[k]);
   free(res);
 done:
+  rt_prof_end(pe);
   if (rc < 0) for (int k = 0; k < nout; k++) { td_release(results[k]); results[k] = NULL; }
   /* leaves whose .grad is still traced (explain, a failed run, an eager re-run):
   ** the .grad they had before the call, as if it had not run */

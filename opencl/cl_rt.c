@@ -172,7 +172,7 @@ RtStorage *cl_storage_new(size_t nbytes)
     return rt_errp(TD_ERR_NOMEM, "opencl: allocating %zu bytes on %s failed: %s", nbytes, dev.name, status_name(st));
   }
   s->refcount = 1; s->device_type = TD_OPENCL; s->nbytes = nbytes; s->dev = m;
-  rt_live_add((int64_t)nbytes);
+  rt_mem_add(TD_OPENCL, (int64_t)nbytes);
   return s;
 }
 

@@ -88,7 +88,8 @@ void rt_storage_retain(RtStorage *s);
 void rt_storage_release(RtStorage *s);
 void *rt_alloc(size_t nbytes);                 /* caching allocator, 64-byte aligned */
 void rt_free(void *p, size_t nbytes);
-void rt_live_add(int64_t delta);
+void rt_live_add(int64_t delta);              /* host bytes (tensor headers) for the GC pacer */
+void rt_mem_add(int device, int64_t delta);    /* storage bytes of a device (and the pacer's count) */
 void *rt_small_get(void);                      /* a 64-aligned RT_SMALL_BLOCK-byte block */
 void rt_small_put(void *p);
 #define RT_SMALL_BLOCK 320
@@ -262,6 +263,13 @@ int rt_call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_a
 td_tensor *rt_call_record(int op, int nin, td_tensor *const *in, const td_attrs *attrs);
 const char *rt_op_lname(int op);
 int rt_result_type_n(int n, td_tensor *const *in);
+
+/* -- Profiler (rt_prof.c) ------------------------------------------------------------
+** rt_prof_on is read by every op: a plain load and a predicted branch when off. */
+extern int rt_prof_on;
+int rt_prof_begin(int kind, const char *name, int nin, td_tensor *const *in);  /* event index, or -1 */
+void rt_prof_end(int ev);
+void rt_prof_alloc(int64_t bytes);             /* bytes allocated inside the open events of this thread */
 
 /* -- Thread pool ------------------------------------------------------------------- */
 

@@ -6,6 +6,7 @@
 */
 #include "rt.h"
 #include <string.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 struct JitGradRule;
@@ -169,12 +170,22 @@ static td_tensor *call_run(RtCall *c)
   return out;
 }
 
+/* the profiler's event for a public call (-1 when it is off: one load and a branch) */
+#define PROF_BEGIN(op, nin, in) \
+  (rt_prof_on ? rt_prof_begin(jit_tracing ? TD_PROF_TRACE : TD_PROF_OP, \
+                              (op) >= 0 && (op) < RT_OP__MAX ? op_lname[op] : "?", nin, in) : -1)
+#define PROF_END(pe) do { if (pe >= 0) rt_prof_end(pe); } while (0)
+
 TD_API td_tensor *td_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs)
 {
   RtCall c;
-  if (rt_call_prepare(&c, op, nin, in, attrs)) return NULL;
-  td_tensor *out = call_run(&c);
-  td_release(c.aux);
+  int pe = PROF_BEGIN(op, nin, in);
+  td_tensor *out = NULL;
+  if (!rt_call_prepare(&c, op, nin, in, attrs)) {
+    out = call_run(&c);
+    td_release(c.aux);
+  }
+  PROF_END(pe);
   return out;
 }
 
@@ -203,9 +214,13 @@ TD_API td_tensor *td_op_aux(int op, int nin, td_tensor *const *in, const td_attr
 {
   RtCall c;
   *aux = NULL;
-  if (rt_call_prepare(&c, op, nin, in, attrs)) return NULL;
-  td_tensor *out = call_run(&c);
-  if (out) *aux = c.aux; else td_release(c.aux);
+  int pe = PROF_BEGIN(op, nin, in);
+  td_tensor *out = NULL;
+  if (!rt_call_prepare(&c, op, nin, in, attrs)) {
+    out = call_run(&c);
+    if (out) *aux = c.aux; else td_release(c.aux);
+  }
+  PROF_END(pe);
   return out;
 }
 
@@ -215,7 +230,7 @@ td_tensor *rt_call_op(int op, int nin, td_tensor *const *in, const td_attrs *att
 }
 
 /* In place: the result (broadcast to out's shape) is written through out's strides. */
-TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attrs, td_tensor *out)
+static int op_out(int op, int nin, td_tensor *const *in, const td_attrs *attrs, td_tensor *out)
 {
   RtCall c;
   RT_ARG(out, op >= 0 && op < RT_OP__MAX ? op_lname[op] : "op", 1, TD_ERR_ARG);
@@ -299,6 +314,17 @@ TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attr
     td_release(saved_self);
     if (!rc && base) rc = jit_grad_rebase_view(out, base);
   }
+  return rc;
+}
+
+TD_API int td_op_out(int op, int nin, td_tensor *const *in, const td_attrs *attrs, td_tensor *out)
+{
+  if (!rt_prof_on) return op_out(op, nin, in, attrs, out);
+  char name[32];
+  snprintf(name, sizeof name, "%s_", op >= 0 && op < RT_OP__MAX ? op_lname[op] : "?");
+  int pe = rt_prof_begin(jit_tracing ? TD_PROF_TRACE : TD_PROF_OP, name, nin, in);
+  int rc = op_out(op, nin, in, attrs, out);
+  rt_prof_end(pe);
   return rc;
 }
 

@@ -16,12 +16,42 @@
 
 /* -- Live-bytes accounting ------------------------------------------------------- */
 
-static int64_t live_bytes;       /* atomically updated */
+static int64_t live_bytes;       /* atomically updated: every host and device byte, for the GC pacer */
 static int64_t cached_bytes;
+/* storage bytes per device (TD_CPU, TD_OPENCL), their peaks, and allocation counts */
+static int64_t dev_live[2], dev_peak[2], dev_allocs[2];
 
 void rt_live_add(int64_t d) { __atomic_add_fetch(&live_bytes, d, __ATOMIC_RELAXED); }
 TD_API int64_t td_live_bytes(void) { return __atomic_load_n(&live_bytes, __ATOMIC_RELAXED); }
 TD_API int64_t td_cached_bytes(void) { return __atomic_load_n(&cached_bytes, __ATOMIC_RELAXED); }
+
+void rt_mem_add(int device, int64_t d)
+{
+  rt_live_add(d);
+  int64_t now = __atomic_add_fetch(&dev_live[device], d, __ATOMIC_RELAXED);
+  if (d <= 0) return;
+  __atomic_add_fetch(&dev_allocs[device], 1, __ATOMIC_RELAXED);
+  int64_t p = __atomic_load_n(&dev_peak[device], __ATOMIC_RELAXED);
+  while (now > p && !__atomic_compare_exchange_n(&dev_peak[device], &p, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+  if (rt_prof_on) rt_prof_alloc(d);
+}
+
+TD_API void td_memory_stats(td_mem_stats *m)
+{
+  for (int d = 0; d < 2; d++) {
+    m->live[d] = __atomic_load_n(&dev_live[d], __ATOMIC_RELAXED);
+    m->peak[d] = __atomic_load_n(&dev_peak[d], __ATOMIC_RELAXED);
+    m->allocs[d] = __atomic_load_n(&dev_allocs[d], __ATOMIC_RELAXED);
+  }
+  m->cached[TD_CPU] = td_cached_bytes();
+  m->cached[TD_OPENCL] = 0;                /* device buffers are not cached (yet) */
+  m->host_total = td_live_bytes();
+}
+
+TD_API void td_reset_peak_memory_stats(void)
+{
+  for (int d = 0; d < 2; d++) __atomic_store_n(&dev_peak[d], __atomic_load_n(&dev_live[d], __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}
 
 /* -- Caching allocator ------------------------------------------------------------- */
 
@@ -136,7 +166,7 @@ RtStorage *rt_storage_new(size_t nbytes)
   }
   s->refcount = 1; s->device_type = TD_CPU; s->version = 0; s->nbytes = nbytes; s->ptr = p;
   s->jit_ref = 0; s->jit_trace = 0; s->map = NULL; s->dev = NULL;
-  rt_live_add((int64_t)nbytes);
+  rt_mem_add(TD_CPU, (int64_t)nbytes);
   return s;
 }
 
@@ -145,7 +175,7 @@ void rt_storage_retain(RtStorage *s) { __atomic_add_fetch(&s->refcount, 1, __ATO
 void rt_storage_release(RtStorage *s)
 {
   if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
-  rt_live_add(-(int64_t)s->nbytes);
+  rt_mem_add(s->device_type == TD_OPENCL ? TD_OPENCL : TD_CPU, -(int64_t)s->nbytes);
   if (s->dev) { cl_storage_free(s); return; }
   if (s->map) { td_mapping_release(s->map); free(s); return; }
   if (s->inline_data) { rt_small_put(s); return; }
@@ -198,7 +228,7 @@ TD_API td_tensor *td_from_mapping(td_mapping *m, int64_t offset, int ndim, const
   s->refcount = 1; s->device_type = TD_CPU; s->nbytes = (size_t)(n * es);
   s->ptr = (char *)m->base + offset; s->map = m;
   __atomic_add_fetch(&m->refcount, 1, __ATOMIC_RELAXED);
-  rt_live_add((int64_t)s->nbytes);
+  rt_mem_add(TD_CPU, (int64_t)s->nbytes);
   t->ndim = ndim; t->scalar_type = dtype; t->device_type = TD_CPU;
   if (ndim) memcpy(t->sizes, size, (size_t)ndim * sizeof *size);
   rt_tensor_contig_strides(ndim, size, t->strides);

@@ -97,6 +97,15 @@ TD_API const char *td_last_error(void);
 TD_API int64_t td_live_bytes(void);      /* bytes held by live storages and tensors */
 TD_API int64_t td_cached_bytes(void);    /* bytes kept by the caching allocator */
 TD_API void td_empty_cache(void);
+/* Storage bytes per device ([TD_CPU], [TD_OPENCL]): live now, the peak since
+** start or the last reset, allocations made, bytes the caching allocator
+** keeps; host_total is every byte the GC pacer counts (tensor headers too). */
+typedef struct td_mem_stats {
+  int64_t live[2], peak[2], allocs[2], cached[2];
+  int64_t host_total;
+} td_mem_stats;
+TD_API void td_memory_stats(td_mem_stats *out);
+TD_API void td_reset_peak_memory_stats(void);
 TD_API int td_set_num_threads(int n);
 TD_API int td_get_num_threads(void);
 TD_API const char *td_blas_core(void);   /* the kernels OpenBLAS picked ("SkylakeX", "Haswell") */
@@ -234,6 +243,27 @@ TD_API int td_set_hooked(td_tensor *t, int on);
 enum { TD_ADAM_DECOUPLED = 1, TD_ADAM_MAXIMIZE = 2 };
 TD_API int td_adam_step(td_tensor *p, td_tensor *g, td_tensor *m, td_tensor *v, td_tensor *vmax,
                         const double *hp, int flags);
+
+/* -- Profiler (runtime/rt_prof.c) ------------------------------------------------
+** While enabled, every op through the dispatcher, every backward node, every
+** step of a compiled plan (kernels and eager steps), every compile and every
+** host range (td_profiler_push/pop) leaves an event: wall-clock begin and end
+** (CLOCK_MONOTONIC ns), its nesting depth on its thread (children are inside
+** their parent's interval), the storage bytes allocated inside it, children
+** included. Off, it costs one predicted branch per op. */
+enum { TD_PROF_OP = 0, TD_PROF_BACKWARD = 1, TD_PROF_KERNEL = 2, TD_PROF_COMPILE = 3, TD_PROF_RANGE = 4,
+       TD_PROF_TRACE = 5 /* an op recorded while tide.compile traces (no kernel runs) */ };
+typedef struct td_prof_event {
+  int32_t kind, depth, tid, device;
+  int64_t t0, t1, bytes;
+  char name[96];
+  char shapes[64];               /* the inputs' shapes, "[3,4] [4]" (ops) */
+} td_prof_event;
+TD_API int td_profiler_enable(int on);          /* returns the previous state; enabling clears the events */
+TD_API int64_t td_profiler_count(void);
+TD_API const td_prof_event *td_profiler_events(void);   /* valid until the next enable or event */
+TD_API int td_profiler_push(const char *name);  /* a host range (record_function): its index, or -1 */
+TD_API void td_profiler_pop(int ev);
 
 /* -- Compiled functions (jit/jit_compile.c) -------------------------------------
 ** A host traces a call between begin and end: every op in between is recorded

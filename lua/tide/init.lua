@@ -300,6 +300,19 @@ function tide.config()
            jit_isa = ffi.string(C.td_jit_isa()) }
 end
 function tide.live_bytes() return tonumber(C.td_live_bytes()) end
+-- memory_stats(): storage bytes per device, as torch.cuda.memory_stats in short:
+-- { cpu = { live=, peak=, allocs=, cached= }, opencl = {...}, host_total= }
+function tide.memory_stats()
+  local m = ffi.new("td_mem_stats")
+  C.td_memory_stats(m)
+  local r = { host_total = tonumber(m.host_total) }
+  for d, name in pairs { [0] = "cpu", [1] = "opencl" } do
+    r[name] = { live = tonumber(m.live[d]), peak = tonumber(m.peak[d]), allocs = tonumber(m.allocs[d]),
+                cached = tonumber(m.cached[d]) }
+  end
+  return r
+end
+function tide.reset_peak_memory_stats() C.td_reset_peak_memory_stats() end
 function tide.empty_cache() C.td_empty_cache() end
 
 -- -- OpenCL ------------------------------------------------------------------------------------
@@ -353,7 +366,7 @@ end
 
 -- submodules that require "tide" themselves load on first use (tide.data, ...)
 local lazy = { data = "tide.data", progress = "tide.progress", nn = "tide.nn", optim = "tide.optim",
-  checkpoint = "tide.checkpoint" }
+  checkpoint = "tide.checkpoint", profiler = "tide.profiler" }
 setmetatable(tide, { __index = function(t, k)
   local m = lazy[k]
   if m then local v = require(m); rawset(t, k, v); return v end

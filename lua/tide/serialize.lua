@@ -253,6 +253,8 @@ local function write_atomic(fname, path, chunks)
   if dfd >= 0 then C.fsync(dfd); C.close(dfd) end
 end
 
+M.write_atomic = write_atomic
+
 -- An open file for reading: { fd, size, path }
 local function open_read(fname, path)
   if type(path) ~= "string" then tensor.argerr(1, fname, "string path", path) end
