@@ -5,7 +5,9 @@
 #   make bench      run the benchmarks (method and results: bench/RESULTS.md)
 
 CC      ?= gcc
-OPT     ?= -O3 -march=native
+# libtide runs on any x86-64: baseline code, and the hot kernels (RT_ISA_FILES)
+# also built for x86-64-v3 and -v4, chosen when the library loads (rt_isa.c)
+OPT     ?= -O3 -march=x86-64 -mtune=generic
 CFLAGS  ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-type-limits -Wno-unused-local-typedefs
 CFLAGS  += -fPIC -fvisibility=hidden -pthread -Iruntime -Iopencl
 BLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
@@ -16,7 +18,9 @@ LUAJIT  ?= luajit
 B ?= build
 
 SRC := $(wildcard runtime/*.c) $(wildcard jit/*.c) $(wildcard opencl/*.c)
-OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRC))
+RT_ISA_FILES := runtime/rt_ew.c runtime/rt_red.c runtime/rt_row.c runtime/rt_attn.c runtime/rt_optim.c runtime/rt_conv.c
+OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRC)) $(patsubst %.c,$(B)/obj/%.v3.o,$(RT_ISA_FILES)) \
+       $(patsubst %.c,$(B)/obj/%.v4.o,$(RT_ISA_FILES))
 HDR := $(wildcard runtime/*.h) $(wildcard jit/*.h) $(wildcard opencl/*.h)
 
 all: $(B)/libtide.so $(B)/libtide.a $(B)/tide_cdef.lua
@@ -25,10 +29,20 @@ $(B)/obj/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BLAS_INC) -c $< -o $@
 
+# the ISA variants of the hot kernels (runtime/rt_isa.h): the later -march wins
+$(B)/obj/%.v3.o: %.c $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BLAS_INC) -march=x86-64-v3 -DRT_ISA_V3 -c $< -o $@
+$(B)/obj/%.v4.o: %.c $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BLAS_INC) -march=x86-64-v4 -mprefer-vector-width=512 -DRT_ISA_V4 -c $< -o $@
+
 # elementwise kernels: no errno from libm so calls vectorize through libmvec
-$(B)/obj/runtime/rt_ew.o: CFLAGS += -fno-math-errno -fno-trapping-math
+$(B)/obj/runtime/rt_ew%.o: CFLAGS += -fno-math-errno -fno-trapping-math
+# its 512-bit vector helpers are static: the ABI note of the narrower variants does not apply
+$(B)/obj/runtime/rt_attn%.o: CFLAGS += -Wno-psabi
 # fused optimizer steps: the op-by-op formula's roundings exactly (no FMA contraction)
-$(B)/obj/runtime/rt_optim.o: CFLAGS += -fno-math-errno -fno-trapping-math -ffp-contract=off
+$(B)/obj/runtime/rt_optim%.o: CFLAGS += -fno-math-errno -fno-trapping-math -ffp-contract=off
 
 # -z nodelete: never unmapped once loaded; a host closing its Lua state (which
 # collects the FFI library object) must not pull the code from under the

@@ -17,6 +17,7 @@
 ** matmul and softmax.
 */
 #include "rt.h"
+#include "rt_isa.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ __attribute__((simd("notinbranch"), const, nothrow, leaf)) double exp(double);
 /* -- Meta ------------------------------------------------------------------------------------- */
 
 /* q, k, v: ranks, batch dims and the inner sizes must agree */
+#if RT_ISA_SHARED
 static int attn_check(const td_tensor *q, const td_tensor *k, const td_tensor *v)
 {
   const char *op = "scaled_dot_product_attention";
@@ -75,6 +77,7 @@ int rt_meta_sdpa_backward(RtCall *c)
   c->sizes[0] = q->nelem + k->nelem + v->nelem;
   return 0;
 }
+#endif
 
 /* -- Kernels ---------------------------------------------------------------------------------- */
 
@@ -434,5 +437,5 @@ static int attn_run(RtCall *c, td_tensor *out, int nin, RtRangeFn f32, RtRangeFn
   return rc;
 }
 
-int rt_kern_sdpa(RtCall *c, td_tensor *out) { return attn_run(c, out, 3, fwd_f32, fwd_f64); }
-int rt_kern_sdpa_backward(RtCall *c, td_tensor *out) { return attn_run(c, out, 4, bwd_f32, bwd_f64); }
+int RT_ISA_FN(rt_kern_sdpa)(RtCall *c, td_tensor *out) { return attn_run(c, out, 3, fwd_f32, fwd_f64); }
+int RT_ISA_FN(rt_kern_sdpa_backward)(RtCall *c, td_tensor *out) { return attn_run(c, out, 4, bwd_f32, bwd_f64); }

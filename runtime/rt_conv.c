@@ -6,6 +6,7 @@
 ** fold's output size).
 */
 #include "rt.h"
+#include "rt_isa.h"
 #include <string.h>
 
 /* -- Geometry -------------------------------------------------------------------------- */
@@ -43,6 +44,7 @@ static int win_geometry(const char *op, const td_attrs *a, int64_t H, int64_t W,
 /* -- Meta -------------------------------------------------------------------------------- */
 
 /* unfold: x (N, C, H, W) -> (N, C*kh*kw, OH*OW) */
+#if RT_ISA_SHARED
 int rt_meta_unfold(RtCall *c)
 {
   const td_tensor *x = c->in[0];
@@ -77,6 +79,7 @@ int rt_meta_fold(RtCall *c)
   c->sizes[0] = x->sizes[0]; c->sizes[1] = x->sizes[1] / k; c->sizes[2] = w.H; c->sizes[3] = w.W;
   return 0;
 }
+#endif
 
 /* -- Kernels ----------------------------------------------------------------------------- */
 
@@ -136,5 +139,5 @@ static int run(RtCall *c, td_tensor *out, int fold)
   return 0;
 }
 
-int rt_kern_unfold(RtCall *c, td_tensor *out) { return run(c, out, 0); }
-int rt_kern_fold(RtCall *c, td_tensor *out) { return run(c, out, 1); }
+int RT_ISA_FN(rt_kern_unfold)(RtCall *c, td_tensor *out) { return run(c, out, 0); }
+int RT_ISA_FN(rt_kern_fold)(RtCall *c, td_tensor *out) { return run(c, out, 1); }

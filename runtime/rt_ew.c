@@ -6,6 +6,7 @@
 ** that GCC vectorizes (libmvec supplies vector expf, logf, sinf, ...).
 */
 #include "rt.h"
+#include "rt_isa.h"
 #include <math.h>
 #include <string.h>
 
@@ -23,6 +24,7 @@ SIMD double log1p(double); SIMD double pow(double, double);
 
 /* -- Meta ------------------------------------------------------------------------------------- */
 
+#if RT_ISA_SHARED
 int rt_meta_ew(RtCall *c)
 {
   const char *name = rt_op_lname(c->op);
@@ -53,6 +55,7 @@ int rt_meta_ew(RtCall *c)
     if (rt_broadcast(name, c->ndim, c->sizes, c->in[i]->ndim, c->in[i]->sizes, &c->ndim, c->sizes)) return TD_ERR_SHAPE;
   return 0;
 }
+#endif
 
 /* -- Typed inner loops --------------------------------------------------------------------------- */
 
@@ -251,6 +254,7 @@ typedef struct {
   Loop1 l1; Loop2 l2;
 } EwIter;
 
+#if RT_ISA_SHARED
 void rt_ew_dims(const td_tensor *out, int nin, td_tensor *const *in, int *ndp, int64_t *sizes,
                 int64_t (*strides)[TD_MAX_DIMS])
 {
@@ -284,6 +288,7 @@ void rt_ew_dims(const td_tensor *out, int nin, td_tensor *const *in, int *ndp, i
   if (m == 0) { sizes[0] = 1; for (int k = 0; k < nop; k++) strides[k][0] = 0; m = 1; }
   *ndp = m;
 }
+#endif
 
 static void iter_init(EwIter *it, td_tensor *out, int nin, td_tensor *const *in)
 {
@@ -346,7 +351,7 @@ static int int_pow_check(td_tensor *e)
   return 0;
 }
 
-int rt_kern_ew(RtCall *c, td_tensor *out)
+int RT_ISA_FN(rt_kern_ew)(RtCall *c, td_tensor *out)
 {
   const char *name = rt_op_lname(c->op);
   int op = c->op, cd = c->cdtype, rc = 0;
@@ -425,6 +430,7 @@ static void gelu_grad_range(void *vj, int64_t b, int64_t e)
   }
 }
 
+#if RT_ISA_SHARED
 bool rt_gelu_grad_fits(const td_tensor *g, const td_tensor *x)
 {
   return !jit_tracing && g->device_type == TD_CPU && x->device_type == TD_CPU && g->ptr && x->ptr &&
@@ -432,8 +438,9 @@ bool rt_gelu_grad_fits(const td_tensor *g, const td_tensor *x)
          !memcmp(g->sizes, x->sizes, (size_t)x->ndim * sizeof(int64_t)) &&
          rt_tensor_is_contig(g) && rt_tensor_is_contig(x);
 }
+#endif
 
-td_tensor *rt_gelu_grad(const td_tensor *g, const td_tensor *x, int tanh_form)
+td_tensor *RT_ISA_FN(rt_gelu_grad)(const td_tensor *g, const td_tensor *x, int tanh_form)
 {
   td_tensor *o = rt_tensor_new(x->ndim, x->sizes, x->scalar_type);
   if (!o) return NULL;

@@ -11,6 +11,7 @@
 ** fuses it into its own kernels).
 */
 #include "rt.h"
+#include "rt_isa.h"
 #include <math.h>
 
 typedef struct {
@@ -53,7 +54,7 @@ static bool adam_fits(const td_tensor *x, const td_tensor *p)
          rt_tensor_is_contig(x) && x->ptr;
 }
 
-TD_API int td_adam_step(td_tensor *p, td_tensor *g, td_tensor *m, td_tensor *v, td_tensor *vmax,
+int RT_ISA_FN(rt_adam_step)(td_tensor *p, td_tensor *g, td_tensor *m, td_tensor *v, td_tensor *vmax,
                         const double *hp, int flags)
 {
   if (!p || (p->scalar_type != TD_FLOAT32 && p->scalar_type != TD_FLOAT64) || !adam_fits(p, p) ||

@@ -31,6 +31,7 @@
 ** output, then the centered sum.
 */
 #include "rt.h"
+#include "rt_isa.h"
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
@@ -242,6 +243,7 @@ static uint32_t red_mask(const td_attrs *at, int nd)
   return mask;   /* a 0-dim input reduced over "dim 0" reduces nothing */
 }
 
+#if RT_ISA_SHARED
 int rt_meta_red(RtCall *c)
 {
   const td_tensor *x = c->in[0];
@@ -274,6 +276,7 @@ int rt_meta_red(RtCall *c)
   if ((op == RT_OP_SUM || op == RT_OP_PROD) && !rt_is_float(c->cdtype)) c->scalar_type = TD_INT64;
   return 0;
 }
+#endif
 
 /* -- The plan --------------------------------------------------------------------------------- */
 
@@ -587,7 +590,7 @@ static int red_dpass(RedJob *j, int ra, int xf, char *dst, int dst_dt)
   return red_run(j, rt_op_lname(j->op));
 }
 
-int rt_kern_red(RtCall *c, td_tensor *out)
+int RT_ISA_FN(rt_kern_red)(RtCall *c, td_tensor *out)
 {
   int op = c->op, rc = 0;
   const td_attrs *at = &c->attrs;

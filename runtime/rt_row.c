@@ -4,6 +4,7 @@
 ** the op table's RT_K_ROW rows. Numerically stable: each row subtracts its max.
 */
 #include "rt.h"
+#include "rt_isa.h"
 #include <math.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@ ROW_SIMD float expf(float); ROW_SIMD double exp(double);
 
 /* -- Meta ------------------------------------------------------------------------------------- */
 
+#if RT_ISA_SHARED
 int rt_meta_row(RtCall *c)
 {
   const td_tensor *x = c->in[0];
@@ -32,6 +34,7 @@ int rt_meta_row(RtCall *c)
   memcpy(c->sizes, x->sizes, sizeof c->sizes);
   return 0;
 }
+#endif
 
 /* -- Kernels ---------------------------------------------------------------------------------- */
 
@@ -113,7 +116,7 @@ static void row_range_f64(void *ctx, int64_t b, int64_t e)
       col_##sfx((const T *)j->x + off, (T *)j->y + off, j->K, j->M, mc, j->lg); } }
 COL_RANGE(f32, float) COL_RANGE(f64, double)
 
-int rt_kern_row(RtCall *c, td_tensor *out)
+int RT_ISA_FN(rt_kern_row)(RtCall *c, td_tensor *out)
 {
   int64_t d = c->attrs.i[0];
   td_tensor *x = rt_as_contig(c->in[0]);

@@ -109,6 +109,9 @@ TD_API void td_reset_peak_memory_stats(void);
 TD_API int td_set_num_threads(int n);
 TD_API int td_get_num_threads(void);
 TD_API const char *td_blas_core(void);   /* the kernels OpenBLAS picked ("SkylakeX", "Haswell") */
+/* The instruction-set level of the eager kernels ("x86-64", "x86-64-v3", "x86-64-v4"):
+** the CPU's best, or TIDE_ISA's (base, v3, v4) when the CPU has it. */
+TD_API const char *td_eager_isa(void);
 TD_API void td_manual_seed(uint64_t seed);
 TD_API void td_rng_get_state(uint64_t *seed, uint64_t *offset);
 TD_API void td_rng_set_state(uint64_t seed, uint64_t offset);

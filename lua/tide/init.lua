@@ -297,7 +297,7 @@ function tide.get_num_threads() return C.td_get_num_threads() end
 -- kernels and the ISA level of compiled kernels
 function tide.config()
   return { num_threads = C.td_get_num_threads(), blas_core = ffi.string(C.td_blas_core()),
-           jit_isa = ffi.string(C.td_jit_isa()) }
+           jit_isa = ffi.string(C.td_jit_isa()), eager_isa = ffi.string(C.td_eager_isa()) }
 end
 function tide.live_bytes() return tonumber(C.td_live_bytes()) end
 -- memory_stats(): storage bytes per device, as torch.cuda.memory_stats in short:
