@@ -106,7 +106,7 @@ stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
 .PHONY: all deps test example tour fashion gpt seed bench clean stats install examples/c_host \
-	fuzz-loaders fuzz-loaders-replay fuzz-loaders-merge
+	fuzz-deps fuzz-loaders fuzz-loaders-replay fuzz-loaders-merge
 
 # -- Loader fuzzing (FUZZING.md, "Loaders"): libFuzzer from clang 14 --------------------------
 #   make fuzz-loaders [FUZZ_SECONDS=60] [FUZZ_TARGETS="safetensors npy idx cache_meta"]
@@ -130,7 +130,7 @@ FUZZ_BINS := $(B)/fuzz/lua_driver $(patsubst %,$(B)/fuzz/fuzz_%,$(FUZZ_C_TARGETS
 T ?=
 
 fuzz-deps:
-	@sh scripts/install-deps.sh clang-14 libclang-rt-14-dev
+	@sh scripts/install-deps.sh fuzz
 
 fuzz-loaders: fuzz-deps all $(FUZZ_BINS)
 	@for t in $(FUZZ_TARGETS); do B=$(B) sh tools/fuzz/loaders/run.sh $$t $(FUZZ_SECONDS) || exit 1; done

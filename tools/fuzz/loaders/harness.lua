@@ -44,6 +44,17 @@ end
 
 local function check_tensor(t, file_size)
   if t.device_type ~= 0 then finding("a loaded tensor is not on the CPU") end
+  -- a loaded tensor is contiguous: its strides are the products of the later dims
+  -- (a size 0 or 1 counting as 1; a dim of size 1 may have any stride), computed
+  -- here in doubles; C's int64 ones differ only when they wrapped
+  local size, stride, s = t:size(), t:stride(), 1
+  for i = #size, 1, -1 do
+    if size[i] ~= 1 and stride[i] ~= s then
+      finding("a loaded tensor of shape [%s] has strides [%s], not [%s...]", table.concat(size, ","),
+        table.concat(stride, ","), ("%.0f"):format(s))
+    end
+    s = s * math.max(size[i], 1)
+  end
   local b = tensor_bytes(t)
   if file_size and #b > file_size then
     finding("a loaded tensor holds %d bytes, more than the file's %d", #b, file_size)

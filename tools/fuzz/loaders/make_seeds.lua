@@ -42,6 +42,18 @@ do  -- no "tide.tree": what other tools write; an unaligned F32 entry read inste
   write(st .. "seed-flat-unaligned", table.concat(len) .. h .. "\1\2\3" .. "\0\0\128\63")
 end
 
+-- error paths the fuzzer reaches rarely, and the inputs of fixed findings (FUZZING.md)
+local function st_file(h, payload)
+  local n, len = #h, {}
+  for i = 1, 8 do len[i] = string.char(n % 256); n = math.floor(n / 256) end
+  return table.concat(len) .. h .. payload
+end
+write(st .. "seed-err-overlap", st_file('{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},' ..
+  '"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}}', "abcdef"))
+write(st .. "seed-err-zero-dim-overflow",
+  st_file('{"a":{"dtype":"F32","shape":[0,9007199254740992,9007199254740992],"data_offsets":[0,0]}}', ""))
+write(st .. "seed-json-del", st_file('{"__metadata__":{"n":"a\\u00e9\127"},"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', "\7"))
+
 -- .npy: every dtype, C and Fortran order, format versions 1.0, 2.0 and 3.0
 local np = dir("npy")
 for _, dt in ipairs(dtypes) do
@@ -59,6 +71,9 @@ local six = "\0\0\128\63\0\0\0\64\0\0\64\64\0\0\128\64\0\0\160\64\0\0\192\64"   
 write(np .. "seed-fortran", npy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", six))
 write(np .. "seed-v2", npy(2, "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", six))
 write(np .. "seed-v3-utf8", npy(3, "{'descr': '<f4', 'fortran_order': False, 'shape': (3L, 2L), }", six))
+write(np .. "seed-err-huge-dim", npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 99999999999999999999), }", ""))
+write(np .. "seed-err-zero-dim-overflow",
+  npy(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (0, 9007199254740992, 9007199254740992), }", ""))
 write(np .. "seed-u1-dq", npy(1, '{"descr": "<u1", "fortran_order": False, "shape": (2,), }', "\7\8"))
 
 -- IDX: every element type, 1 to 3 dims, plain and gzip
@@ -76,6 +91,7 @@ write(ix .. "seed-i32", idx(0x0C, { 1, 2 }, "\0\0\0\7\255\255\255\254"))
 write(ix .. "seed-f32", idx(0x0D, { 2 }, "\63\128\0\0\192\32\0\0"))
 write(ix .. "seed-f64", idx(0x0E, { 1 }, "\64\9\33\251\84\68\45\24"))
 write(ix .. "seed-u8-3d-empty", idx(0x08, { 2, 0, 3 }, ""))
+write(ix .. "seed-err-zero-dim-overflow", idx(0x08, { 0, 4294967295, 4294967295 }, ""))
 do
   local z = data._zlib()
   local g = z.gzopen(ix .. "seed-u8-gzip", "wb")
