@@ -113,7 +113,7 @@ stats:
 #     runs each target for FUZZ_SECONDS, one after the other; figures in $(B)/fuzz/stats.txt
 #   make fuzz-loaders-replay   the checked-in corpus through the real loaders (make test does it too)
 #   make fuzz-loaders-merge T=npy   adds to tools/fuzz/corpus/T the inputs of $(B)/fuzz/corpus/T
-#     that reach new code (keep the checked-in corpus small: a few hundred KB in all)
+#     that take a new edge (hit counts aside: -use_counters=0), keeping the checked-in corpus small
 # Lua targets (the loaders are Lua) run in one driver embedding LuaJIT, with Lua line
 # coverage fed to libFuzzer. A C target X is tools/fuzz/loaders/fuzz_X.c built with the
 # sources in FUZZ_SRC_X: add X to FUZZ_C_TARGETS, its seeds to tools/fuzz/corpus/X/
@@ -142,7 +142,7 @@ fuzz-loaders-replay: all $(patsubst %,$(B)/fuzz/replay_%,$(FUZZ_C_TARGETS))
 fuzz-loaders-merge: fuzz-deps all $(FUZZ_BINS)
 	@[ -n "$(T)" ] || { echo "make fuzz-loaders-merge T=<target>"; exit 2; }
 	TIDE_FUZZ_TARGET=$(T) ASAN_OPTIONS=detect_leaks=0 $(if $(filter $(T),$(FUZZ_LUA_TARGETS)),$(B)/fuzz/lua_driver,$(B)/fuzz/fuzz_$(T)) \
-	  -merge=1 -detect_leaks=0 tools/fuzz/corpus/$(T) $(B)/fuzz/corpus/$(T)
+	  -merge=1 -use_counters=0 -detect_leaks=0 tools/fuzz/corpus/$(T) $(B)/fuzz/corpus/$(T)
 
 $(B)/fuzz/lua_driver: tools/fuzz/loaders/lua_driver.c
 	@mkdir -p $(dir $@)

@@ -125,6 +125,20 @@ describe("the loader fuzz corpus", function()
       assert.is_true(tonumber(n) >= 8 and tonumber(loaded) >= 8, out)   -- the seeds at least load
     end)
   end
+  it("the harness tells a finding from a clean error", function()
+    local M = dofile("tools/fuzz/loaders/harness.lua")
+    local function outcome(err)
+      M.targets.fake = { op = "load", run = function() error(err, 0) end }
+      local ok, r = pcall(M.run, "fake", "x")
+      M.targets.fake = nil
+      return ok and (r and "loaded" or "clean") or r
+    end
+    assert.are.equal("clean", outcome("spec.lua:3: load: x: the header is not valid UTF-8"))
+    assert.are.equal("clean", outcome("load: x: entry 'lua/tide/core.lua:1: ' is not an object"))  -- echoed bytes
+    assert.matches("^FINDING: load raised an error inside tide", outcome("/a/lua/tide/serialize.lua:512: attempt to index a nil value"))
+    assert.matches("^FINDING: load raised an error that does not name it", outcome("spec.lua:3: empty: negative size -1"))
+    assert.matches("^FINDING: load raised a table", outcome({}))
+  end)
   it("replays cache_meta cleanly (jit/cg_meta.c, built with cc)", function()
     local B = os.getenv("TIDE_BUILD") or "build"
     local exe = B .. "/replay_cache_meta"

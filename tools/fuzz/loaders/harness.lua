@@ -96,14 +96,14 @@ end
 -- -- Errors ----------------------------------------------------------------------------------------
 
 -- A clean error: "[<chunk>:<line>: ]<op>: ..." where the position, if any, is
--- outside lua/tide/ and nothing in the message points into it.
+-- outside lua/tide/. (Only the leading position counts: Lua puts a runtime
+-- error's there, and the rest may echo the file's own bytes, which the fuzzer
+-- soon learns to fill with "lua/tide/serialize.lua:12: ".)
 local function check_error(op, err)
   if type(err) ~= "string" then finding("%s raised a %s, not a message", op, type(err)) end
-  local pos, rest = err:match("^([^\n]-:%d+): (.*)$")
+  local pos, rest = err:match("^([^\n:]+:%d+): (.*)$")
   if not pos then rest = err end
-  if (pos and pos:find("lua/tide/", 1, true)) or rest:find("lua/tide/[%w_/]+%.lua:%d+") then
-    finding("%s raised an error inside tide: %s", op, err)
-  end
+  if pos and pos:find("lua/tide/", 1, true) then finding("%s raised an error inside tide: %s", op, err) end
   if rest:sub(1, #op + 2) ~= op .. ": " then finding("%s raised an error that does not name it: %s", op, err) end
 end
 
