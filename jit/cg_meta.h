@@ -1,7 +1,7 @@
 /*
 ** cg_meta.h -- the kernel disk cache's metadata record (H.meta beside H.so,
 ** cg_cache.c): its one writer and its one strict reader, on buffers, so that
-** the reader can be fuzzed on its own (tools/fuzz/loaders/fuzz_cache_meta.c).
+** the reader can be fuzzed on its own (spec/fuzz/loaders/fuzz_cache_meta.c).
 */
 #ifndef CG_META_H
 #define CG_META_H

@@ -1,5 +1,5 @@
 -- The file loaders on hostile input (FUZZING.md, "Loaders"): the cases the loader
--- fuzzers (tools/fuzz/loaders) and their review turned up, and the replay of
+-- fuzzers (spec/fuzz/loaders) and their review turned up, and the replay of
 -- the checked-in fuzz corpus through the real loaders, in child processes so
 -- that a crash fails the spec instead of killing busted.
 local tide = require "tide"
@@ -106,7 +106,7 @@ describe("loaders on hostile files", function()
   end)
 end)
 
--- The checked-in corpus (tools/fuzz/corpus/<target>) through the fuzz harness, which
+-- The checked-in corpus (spec/fuzz/corpus/<target>) through the fuzz harness, which
 -- loads each file with the real loader and requires a sound result or a clean
 -- tide error. A child process per target: a crash or a hang shows as its status.
 describe("the loader fuzz corpus", function()
@@ -118,7 +118,7 @@ describe("the loader fuzz corpus", function()
   end
   for _, t in ipairs { "safetensors", "npy", "idx" } do
     it(("replays %s cleanly"):format(t), function()
-      local out, rc = sh(("timeout 120 luajit tools/fuzz/loaders/harness.lua %s tools/fuzz/corpus/%s"):format(t, t))
+      local out, rc = sh(("timeout 120 luajit spec/fuzz/loaders/harness.lua %s spec/fuzz/corpus/%s"):format(t, t))
       assert.are.equal(0, rc, out)
       local n, loaded = out:match(t .. ": (%d+) inputs, (%d+) loaded")
       assert.is_truthy(n, out)
@@ -126,7 +126,7 @@ describe("the loader fuzz corpus", function()
     end)
   end
   it("the harness tells a finding from a clean error", function()
-    local M = dofile("tools/fuzz/loaders/harness.lua")
+    local M = dofile("spec/fuzz/loaders/harness.lua")
     local function outcome(err)
       M.targets.fake = { op = "load", run = function() error(err, 0) end }
       local ok, r = pcall(M.run, "fake", "x")
@@ -142,10 +142,10 @@ describe("the loader fuzz corpus", function()
   it("replays cache_meta cleanly (jit/cg_meta.c, built with cc)", function()
     local B = os.getenv("TIDE_BUILD") or "build"
     local exe = B .. "/replay_cache_meta"
-    local out, rc = sh(("cc -O1 -Iruntime -Ijit tools/fuzz/loaders/fuzz_cache_meta.c tools/fuzz/loaders/replay_main.c " ..
+    local out, rc = sh(("cc -O1 -Iruntime -Ijit spec/fuzz/loaders/fuzz_cache_meta.c spec/fuzz/loaders/replay_main.c " ..
       "jit/cg_meta.c -o %s"):format(exe))
     assert.are.equal(0, rc, out)
-    out, rc = sh(("timeout 60 %s tools/fuzz/corpus/cache_meta"):format(exe))
+    out, rc = sh(("timeout 60 %s spec/fuzz/corpus/cache_meta"):format(exe))
     os.remove(exe)
     assert.are.equal(0, rc, out)
     assert.is_truthy(out:match("replayed (%d+) inputs, 0 unreadable"), out)

@@ -4,7 +4,7 @@ loader and check the outcome. Used two ways:
 * by lua_driver.c (libFuzzer), which calls run(target, path) per input; any
   Lua error out of run is a finding and the driver aborts;
 * from the command line, replaying files (a corpus) in this one process:
-    luajit tools/fuzz/loaders/harness.lua <target> <file or dir>...
+    luajit spec/fuzz/loaders/harness.lua <target> <file or dir>...
   prints "<target>: N inputs, N loaded, N clean errors" and exits 0, or
   prints the finding and exits 1. A crash kills the process: run it as a child.
 Targets: safetensors (tide.load, mapped and read), npy (tide.load_npy), idx
@@ -18,7 +18,7 @@ as "attempt to index a nil value" would point).
 --]]
 local home = ...
 if type(home) ~= "string" or not home:find("/") and home ~= "." then
-  home = (arg and arg[0] or ""):match("^(.*)/tools/fuzz/loaders/harness%.lua$") or "."
+  home = (arg and arg[0] or ""):match("^(.*)/spec/fuzz/loaders/harness%.lua$") or "."
 end
 package.path = home .. "/lua/?.lua;" .. home .. "/lua/?/init.lua;" .. package.path
 
@@ -187,7 +187,7 @@ end
 if arg and arg[0] and arg[0]:match("harness%.lua$") and select("#", ...) == #arg then
   local name = arg[1]
   if not targets[name] or #arg < 2 then
-    io.stderr:write("usage: luajit tools/fuzz/loaders/harness.lua safetensors|npy|idx <file or dir>...\n")
+    io.stderr:write("usage: luajit spec/fuzz/loaders/harness.lua safetensors|npy|idx <file or dir>...\n")
     os.exit(2)
   end
   replay(name, { select(2, unpack(arg)) })

@@ -2,11 +2,11 @@
 make_seeds.lua -- writes the seed files of the loader fuzz corpus: small valid
 files of every dtype and of the shapes that take distinct paths (0-dim, size
 0, 1-D, 2-D, 8 dims), for each format, plus the cache's metadata record.
-  luajit tools/fuzz/loaders/make_seeds.lua [corpus dir, default tools/fuzz/corpus]
+  luajit spec/fuzz/loaders/make_seeds.lua [corpus dir, default spec/fuzz/corpus]
 Seeds are named seed-*; files that fuzzing found worth keeping (minimized
 crashers, inputs that reach new code) sit beside them under other names.
 --]]
-local out = arg[1] or "tools/fuzz/corpus"
+local out = arg[1] or "spec/fuzz/corpus"
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 local tide = require "tide"
 local data = require "tide.data"

@@ -1,6 +1,6 @@
 /*
 ** lua_driver.c -- libFuzzer driver for tide's Lua loaders (safetensors, .npy,
-** IDX): it embeds LuaJIT, loads tools/fuzz/loaders/harness.lua, and for each
+** IDX): it embeds LuaJIT, loads spec/fuzz/loaders/harness.lua, and for each
 ** input writes the bytes to a fresh file and calls the harness's run(target,
 ** path), which loads it through the real loader and checks the outcome.
 **
@@ -17,7 +17,8 @@
 ** invariant) aborts, so libFuzzer saves the input as a crash. Signals,
 ** timeouts (-timeout) and memory blowups (-rss_limit_mb, -malloc_limit_mb for
 ** malloc in libtide) are libFuzzer's own. Environment: TIDE_FUZZ_TARGET
-** (safetensors | npy | idx), TIDE_HOME (the checkout; default: compiled in).
+** (safetensors | npy | idx), TIDE_HOME (the checkout; default: compiled in),
+** TIDE_FUZZ_LUA_COV=0 (no Lua coverage: blind mutation, for comparison).
 */
 #include <lauxlib.h>
 #include <lua.h>
@@ -70,7 +71,7 @@ static void lcov_hook(lua_State *L, lua_Debug *ar)
 /* -- The harness ----------------------------------------------------------------- */
 
 static lua_State *L;
-static int run_ref;
+static int run_ref, lua_cov = 1;
 static const char *target;
 static char path[4096];
 
@@ -78,6 +79,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
   (void)argc; (void)argv;
   target = getenv("TIDE_FUZZ_TARGET");
+  const char *cov = getenv("TIDE_FUZZ_LUA_COV");
+  lua_cov = !(cov && !strcmp(cov, "0"));
   const char *home = getenv("TIDE_HOME");
   if (!home || !*home) home = TIDE_HOME_DEFAULT;
   if (!target) { fprintf(stderr, "lua_driver: set TIDE_FUZZ_TARGET (safetensors, npy or idx)\n"); exit(2); }
@@ -87,7 +90,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
   luaL_openlibs(L);
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
   char file[4200];
-  snprintf(file, sizeof file, "%s/tools/fuzz/loaders/harness.lua", home);
+  snprintf(file, sizeof file, "%s/spec/fuzz/loaders/harness.lua", home);
   lua_pushstring(L, home);
   if (luaL_loadfile(L, file) || (lua_insert(L, -2), lua_pcall(L, 1, 1, 0))) {
     fprintf(stderr, "lua_driver: %s\n", lua_tostring(L, -1));
@@ -115,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
   lua_pushstring(L, target);
   lua_pushstring(L, path);
   lcov_prev = 0;
-  lua_sethook(L, lcov_hook, LUA_MASKLINE, 0);
+  if (lua_cov) lua_sethook(L, lcov_hook, LUA_MASKLINE, 0);
   int rc = lua_pcall(L, 2, 0, 0);
   lua_sethook(L, NULL, 0, 0);
   if (rc) {
