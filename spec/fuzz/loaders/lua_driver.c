@@ -75,6 +75,8 @@ static int run_ref, lua_cov = 1;
 static const char *target;
 static char path[4096];
 
+static void remove_input(void) { unlink(path); }
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
   (void)argc; (void)argv;
@@ -86,6 +88,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
   if (!target) { fprintf(stderr, "lua_driver: set TIDE_FUZZ_TARGET (safetensors, npy or idx)\n"); exit(2); }
   const char *tmp = getenv("TMPDIR");
   snprintf(path, sizeof path, "%s/tide-fuzz-%s-%d", tmp && *tmp ? tmp : "/tmp", target, (int)getpid());
+  atexit(remove_input);          /* libFuzzer ends a run with exit() */
   L = luaL_newstate();
   luaL_openlibs(L);
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
