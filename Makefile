@@ -3,6 +3,7 @@
 #   make test       install missing Debian packages, build, run the busted specs
 #   make example    install, build, run the main example
 #   make bench      run the benchmarks (method and results: bench/RESULTS.md)
+#   make fuzz-loaders  fuzz the file loaders and the kernel cache's metadata (FUZZING.md)
 
 CC      ?= gcc
 # libtide runs on any x86-64: baseline code, and the hot kernels (RT_ISA_FILES)
@@ -118,4 +119,58 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: all deps test example tour fashion gpt seed bench clean stats install examples/c_host
+.PHONY: all deps test example tour fashion gpt seed bench clean stats install examples/c_host \
+	fuzz-deps fuzz-loaders fuzz-loaders-replay fuzz-loaders-merge
+
+# -- Loader fuzzing (FUZZING.md, "Loaders"): libFuzzer from clang 14 --------------------------
+#   make fuzz-loaders [FUZZ_SECONDS=60] [FUZZ_TARGETS="safetensors npy idx cache_meta"]
+#     runs each target for FUZZ_SECONDS (given on the command line or in the environment;
+#     else FUZZ_LOADER_SECONDS, default 60), one after the other; figures in $(B)/fuzz-loaders/stats.txt
+#   make fuzz-loaders-replay   the checked-in corpus through the real loaders (make test does it too)
+#   make fuzz-loaders-merge T=npy   adds to spec/fuzz/corpus/T the inputs of $(B)/fuzz-loaders/corpus/T
+#     that take a new edge (hit counts aside: -use_counters=0), keeping the checked-in corpus small
+# Lua targets (the loaders are Lua) run in one driver embedding LuaJIT, with Lua line
+# coverage fed to libFuzzer. A C target X is spec/fuzz/loaders/fuzz_X.c built with the
+# sources in FUZZ_SRC_X: add X to FUZZ_C_TARGETS, its seeds to spec/fuzz/corpus/X/
+# and, optionally, spec/fuzz/dict/X.dict. The OpenCL program binaries of the disk
+# cache (when opencl/ writes them) are meant to be the next one: ocl_binary.
+FUZZ_LOADER_SECONDS ?= $(if $(filter command line environment,$(origin FUZZ_SECONDS)),$(FUZZ_SECONDS),60)
+FUZZ_LUA_TARGETS := safetensors npy idx
+FUZZ_C_TARGETS := cache_meta
+FUZZ_SRC_cache_meta := jit/cg_meta.c
+FUZZ_TARGETS ?= $(FUZZ_LUA_TARGETS) $(FUZZ_C_TARGETS)
+FUZZ_CC ?= clang-14
+FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -Wall
+FUZZ_BINS := $(B)/fuzz-loaders/lua_driver $(patsubst %,$(B)/fuzz-loaders/fuzz_%,$(FUZZ_C_TARGETS))
+T ?=
+
+fuzz-deps:
+	@sh scripts/install-deps.sh fuzz
+
+fuzz-loaders: fuzz-deps all $(FUZZ_BINS)
+	@for t in $(FUZZ_TARGETS); do B=$(B) sh spec/fuzz/loaders/run.sh $$t $(FUZZ_LOADER_SECONDS) || exit 1; done
+
+fuzz-loaders-replay: all $(patsubst %,$(B)/fuzz-loaders/replay_%,$(FUZZ_C_TARGETS))
+	@for t in $(FUZZ_LUA_TARGETS); do TIDE_BUILD=$(B) $(LUAJIT) spec/fuzz/loaders/harness.lua $$t spec/fuzz/corpus/$$t || exit 1; done
+	@for t in $(FUZZ_C_TARGETS); do printf '%s: ' $$t; $(B)/fuzz-loaders/replay_$$t spec/fuzz/corpus/$$t || exit 1; done
+
+fuzz-loaders-merge: fuzz-deps all $(FUZZ_BINS)
+	@[ -n "$(T)" ] || { echo "make fuzz-loaders-merge T=<target>"; exit 2; }
+	TIDE_FUZZ_TARGET=$(T) ASAN_OPTIONS=detect_leaks=0 $(if $(filter $(T),$(FUZZ_LUA_TARGETS)),$(B)/fuzz-loaders/lua_driver,$(B)/fuzz-loaders/fuzz_$(T)) \
+	  -merge=1 -use_counters=0 -detect_leaks=0 spec/fuzz/corpus/$(T) $(B)/fuzz-loaders/corpus/$(T)
+
+$(B)/fuzz-loaders/lua_driver: spec/fuzz/loaders/lua_driver.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(shell pkg-config --cflags luajit) -DTIDE_HOME_DEFAULT='"$(CURDIR)"' $< \
+	  $(shell pkg-config --libs luajit) -o $@
+
+# (second expansion, for FUZZ_SRC_<target>: keep these rules last)
+.SECONDEXPANSION:
+$(B)/fuzz-loaders/fuzz_%: spec/fuzz/loaders/fuzz_%.c $$(FUZZ_SRC_$$*) $$(wildcard jit/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Iruntime -Ijit spec/fuzz/loaders/fuzz_$*.c $(FUZZ_SRC_$*) -o $@
+
+# a C target without libFuzzer (plain cc): runs each file given once
+$(B)/fuzz-loaders/replay_%: spec/fuzz/loaders/fuzz_%.c spec/fuzz/loaders/replay_main.c $$(FUZZ_SRC_$$*) $$(wildcard jit/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -Iruntime -Ijit spec/fuzz/loaders/fuzz_$*.c spec/fuzz/loaders/replay_main.c $(FUZZ_SRC_$*) -o $@

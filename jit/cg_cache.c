@@ -8,7 +8,7 @@
 ** Disk cache layout ($TIDE_CACHE_DIR, default $XDG_CACHE_HOME/tide or
 ** ~/.cache/tide; TIDE_CACHE_DIR= disables it): for a batch hash H,
 **   H.so    the shared object, written to a temp file, fsync'ed, renamed;
-**   H.meta  "tide-cg <version>\nhash H\nsize N\nfnv F\n" (F = FNV-1a of the .so),
+**   H.meta  "tide-cg <version>\nhash H\nsize N\nfnv F\n" (F = FNV-1a of the .so; cg_meta.c),
 **           written (temp, fsync, rename) before H.so is renamed into place.
 ** A .so is loaded only when its meta matches: format version, hash, size,
 ** content hash and ELF magic. Anything else is deleted and rebuilt, never
@@ -16,6 +16,7 @@
 ** compiler options and every kernel's IR hash and name.
 */
 #include "cg_emit.h"
+#include "cg_meta.h"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -173,9 +174,9 @@ static int disk_load(const char *dir, uint64_t bh, CgKernel *const *ks, int n, C
     if (access(so, F_OK) == 0) { unlink(so); return -1; }   /* a .so without meta: foreign or torn */
     return 1;
   }
-  int ver = 0; unsigned long long h = 0, size = 0, sum = 0;
-  int ok = sscanf(m, "tide-cg %d\nhash %llx\nsize %llu\nfnv %llx\n", &ver, &h, &size, &sum) == 4 &&
-           ver == CG_FORMAT_VERSION && h == bh;
+  CgMeta md;
+  int ok = cg_meta_parse(m, mn, &md) == 0 && md.version == CG_FORMAT_VERSION && md.hash == bh;
+  uint64_t size = md.size, sum = md.fnv;
   free(m);
   char *b = ok ? read_file(so, &sn, CG_MAX_SO) : NULL;
   if (ok && !b && access(so, F_OK) != 0) return 1;     /* meta written, .so not yet renamed */
@@ -209,8 +210,9 @@ static int disk_build(const char *dir, uint64_t bh, CgKernel *const *ks, int n, 
     FILE *f = (fd = mkstemp(tmeta)) >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) { if (fd >= 0) close(fd); fail = 1; }
     else {
-      fprintf(f, "tide-cg %d\nhash %016llx\nsize %zu\nfnv %016llx\n", CG_FORMAT_VERSION, (unsigned long long)bh, sn,
-              (unsigned long long)fnv(0xcbf29ce484222325ull, b, sn));
+      CgMeta md = { CG_FORMAT_VERSION, bh, sn, fnv(0xcbf29ce484222325ull, b, sn) };
+      char mb[CG_META_MAX];
+      fputs(cg_meta_format(mb, sizeof mb, &md) > 0 ? mb : "", f);
       fail = fflush(f) || fsync(fileno(f));
       fail = fclose(f) || fail;
       fail = fail || rename(tmeta, meta) || rename(tso, so);

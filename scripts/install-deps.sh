@@ -2,8 +2,15 @@
 # Install the Debian packages tide needs (and any named as arguments), only those missing. Runs as root on a
 # fresh Debian 12 (apt only); prints nothing when everything is present.
 set -e
+# extra packages as arguments (datasets for examples), or a group: fuzz = clang 14 and
+# its libFuzzer runtime, libclang-rt-14-dev (make fuzz-loaders only; make test does not
+# need the runtime)
+EXTRA=""
+for a in "$@"; do
+  case "$a" in fuzz) EXTRA="$EXTRA clang-14 libclang-rt-14-dev" ;; *) EXTRA="$EXTRA $a" ;; esac
+done
 PKGS="gcc make pkg-config binutils libc6-dev libgccjit-12-dev luajit libluajit-5.1-dev lua-busted \
-ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev qemu-user clang $*"     # extra packages as arguments (datasets for examples)
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev qemu-user clang $EXTRA"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -190,77 +190,102 @@ local function z()
 end
 D._zlib = z
 
--- Read the whole file, gunzipping when it starts with the gzip magic (zlib's
--- gzread passes plain files through unchanged).
-local function read_all(path, fname)
-  local gz = z().gzopen(path, "rb")
-  if gz == nil then raise(("%s: cannot open '%s'"):format(fname, path)) end
-  local chunks, total = {}, 0
-  local buf = ffi.new("uint8_t[?]", 1048576)
-  while true do
-    local n = z().gzread(gz, buf, 1048576)
-    if n < 0 then z().gzclose(gz); raise(("%s: '%s' is not a valid gzip or plain file"):format(fname, path)) end
-    if n == 0 then break end
-    chunks[#chunks + 1] = ffi.string(buf, n)
-    total = total + n
-  end
-  z().gzclose(gz)
-  return table.concat(chunks), total
-end
-
--- IDX type codes -> tide dtype, element size, and whether bytes must be swapped
+-- IDX type codes -> tide dtype, element size in the file, and whether single
+-- bytes are signed
 local IDX = {
   [0x08] = { "uint8", 1 }, [0x09] = { "int32", 1, signed8 = true }, [0x0B] = { "int32", 2 },
   [0x0C] = { "int32", 4 }, [0x0D] = { "float32", 4 }, [0x0E] = { "float64", 8 },
 }
+local CHUNK = 1048576          -- a multiple of every element size
+
+-- Up to n bytes of the (gunzipped) stream into buf: fewer only at its end; -1 on a
+-- gzip error. (zlib's gzread passes plain files through unchanged.)
+local function gz_fill(gz, buf, n)
+  local got = 0
+  while got < n do
+    local r = z().gzread(gz, buf + got, n - got)
+    if r < 0 then return -1 end
+    if r == 0 then break end
+    got = got + r
+  end
+  return got
+end
 
 -- read_idx(path) -> tensor with the file's shape (uint8 images stay uint8)
+-- The header is read and checked first; then exactly the bytes it asks for, in
+-- chunks, and one more to see that the data ends there: memory follows the data
+-- actually present, never the header's claim, and a gzip bomb is cut off where
+-- its data passes the claim.
 function D.read_idx(path)
   if type(path) ~= "string" then raise(("bad argument #1 to 'read_idx' (string expected, got %s)"):format(type(path))) end
-  local s, n = read_all(path, "read_idx")
-  if n < 4 or s:byte(1) ~= 0 or s:byte(2) ~= 0 then
-    raise(("read_idx: '%s' is not an IDX file (bad magic number)"):format(path))
+  local gz = z().gzopen(path, "rb")
+  if gz == nil then raise(("read_idx: cannot open '%s'"):format(path)) end
+  local function fail(msg)
+    if gz ~= nil then z().gzclose(gz); gz = nil end
+    raise(("read_idx: '%s' %s"):format(path, msg))
   end
-  local code, nd = s:byte(3), s:byte(4)
+  local hb = ffi.new("uint8_t[36]")
+  local n = gz_fill(gz, hb, 4)
+  if n < 0 then fail("is not a valid gzip or plain file") end
+  if n < 4 or hb[0] ~= 0 or hb[1] ~= 0 then fail("is not an IDX file (bad magic number)") end
+  local code, nd = hb[2], hb[3]
   local info = IDX[code]
-  if not info then raise(("read_idx: '%s' has unknown element type 0x%02x"):format(path, code)) end
-  if nd < 1 or nd > 8 then raise(("read_idx: '%s' claims %d dims (1..8 supported)"):format(path, nd)) end
-  if n < 4 + 4 * nd then raise(("read_idx: '%s' is truncated inside its header"):format(path)) end
+  if not info then fail(("has unknown element type 0x%02x"):format(code)) end
+  if nd < 1 or nd > 8 then fail(("claims %d dims (1..8 supported)"):format(nd)) end
+  local hn = gz_fill(gz, hb + 4, 4 * nd)
+  if hn < 0 then fail("is not a valid gzip or plain file") end
+  if hn < 4 * nd then fail("is truncated inside its header") end
   local shape, count = {}, 1
   for d = 1, nd do
-    local a, b, c, e = s:byte(4 * d + 1, 4 * d + 4)
-    shape[d] = ((a * 256 + b) * 256 + c) * 256 + e
+    local o = 4 * d
+    shape[d] = ((hb[o] * 256 + hb[o + 1]) * 256 + hb[o + 2]) * 256 + hb[o + 3]
     count = count * shape[d]
   end
+  local serr = require("tide.serialize").file_shape_error(shape, nd)
+  if serr then fail("header: " .. serr) end
   local esz = info[2]
-  local want = 4 + 4 * nd + count * esz
-  if n ~= want then
-    raise(("read_idx: '%s' has %d bytes but its header %s of 0x%02x needs %d"):format(path, n,
-      "[" .. table.concat(shape, ",") .. "]", code, want))
+  local want, head = count * esz, 4 + 4 * nd
+  local function wrong_size(have, more)
+    fail(("has %s%.0f bytes but its header [%s] of 0x%02x needs %.0f"):format(more and "more than " or "", have,
+      table.concat(shape, ","), code, head + want))
   end
-  local off = 4 + 4 * nd
+  local chunks, total = {}, 0
+  local buf = ffi.new("uint8_t[?]", math.min(want, CHUNK) + 1)
+  while total < want do
+    local k = gz_fill(gz, buf, math.min(want - total, CHUNK))
+    if k < 0 then fail("is not a valid gzip or plain file") end
+    if k == 0 then wrong_size(head + total) end
+    chunks[#chunks + 1] = ffi.string(buf, k)
+    total = total + k
+  end
+  local extra = gz_fill(gz, buf, 1)
+  if extra < 0 then fail("is not a valid gzip or plain file") end
+  if extra > 0 then wrong_size(head + want, true) end
+  z().gzclose(gz); gz = nil
+  -- copy, or convert big-endian (or signed byte) elements, into the tensor
   local dt = tide[info[1]]
-  if esz == 1 and not info.signed8 then
-    local t = tide.empty(shape, { dtype = dt })
-    ffi.copy(require("tide.tensor").fields(t).ptr, ffi.cast("const char *", s) + off, count)
-    return t
-  end
-  -- big-endian multi-byte (or signed byte) elements: convert through a typed buffer
-  local raw = ffi.cast("const uint8_t *", s) + off
-  local buf = ffi.new(dt == tide.float64 and "double[?]" or dt == tide.float32 and "float[?]" or "int32_t[?]", count)
-  local tmp = ffi.new("uint8_t[8]")
-  for i = 0, count - 1 do
-    if esz == 1 then buf[i] = raw[i] >= 128 and raw[i] - 256 or raw[i]
-    else
-      for k = 0, esz - 1 do tmp[k] = raw[i * esz + esz - 1 - k] end
-      if esz == 2 then local v = ffi.cast("int16_t *", tmp)[0]; buf[i] = v
-      elseif esz == 4 and dt == tide.int32 then buf[i] = ffi.cast("int32_t *", tmp)[0]
-      elseif esz == 4 then buf[i] = ffi.cast("float *", tmp)[0]
-      else buf[i] = ffi.cast("double *", tmp)[0] end
-    end
-  end
   local t = tide.empty(shape, { dtype = dt })
-  ffi.copy(require("tide.tensor").fields(t).ptr, buf, count * dt.itemsize)
+  local ptr = require("tide.tensor").fields(t).ptr
+  local d8, d32 = ffi.cast("uint8_t *", ptr), ffi.cast("int32_t *", ptr)
+  local i0 = 0                                     -- elements done
+  for _, c in ipairs(chunks) do                    -- every chunk holds whole elements
+    local src, m = ffi.cast("const uint8_t *", c), #c / esz
+    if esz == 1 and not info.signed8 then ffi.copy(d8 + i0, src, m)
+    elseif esz == 1 then
+      for i = 0, m - 1 do local v = src[i]; d32[i0 + i] = v >= 128 and v - 256 or v end
+    elseif esz == 2 then
+      for i = 0, m - 1 do local v = src[2 * i] * 256 + src[2 * i + 1]; d32[i0 + i] = v >= 32768 and v - 65536 or v end
+    else
+      local s32 = ffi.cast("const int32_t *", src)   -- int32, float32: swap each word; float64: and the two words
+      if esz == 4 then for i = 0, m - 1 do d32[i0 + i] = bit.bswap(s32[i]) end
+      else
+        for i = 0, m - 1 do
+          d32[2 * (i0 + i)] = bit.bswap(s32[2 * i + 1]); d32[2 * (i0 + i) + 1] = bit.bswap(s32[2 * i])
+        end
+      end
+    end
+    i0 = i0 + m
+  end
   return t
 end
 

@@ -125,7 +125,7 @@ local function json_decode(s)
     pos = pos + 1
     local parts = {}
     while true do
-      local a = s:find('["\\%c]', pos)
+      local a = s:find('["\\%z\1-\31]', pos)      -- not %c: DEL (127) is a plain character in JSON
       if not a then fail("unterminated string") end
       parts[#parts + 1] = s:sub(pos, a - 1)
       local c = s:sub(a, a)
@@ -453,6 +453,30 @@ end
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and v >= 0 and v <= MAX_INT end
 
+-- A shape read from a file (safetensors, .npy, IDX): at most 8 dims, each an
+-- integer in [0, 2^53], and the product of its non-zero dims at most 2^53, as
+-- numpy requires: a zero dim makes the tensor empty but does not excuse the
+-- others, whose product the C runtime still forms for sizes and strides (and
+-- would overflow). nil when it is fine, else what is wrong with it.
+local function file_shape_error(shape, n)
+  if n > 8 then return ("shape has %d dims (at most 8 are supported)"):format(n) end
+  local prod = 1
+  for i = 1, n do
+    local d = shape[i]
+    if not is_int(d) then
+      local ds = type(d) == "number" and d == math.floor(d) and math.abs(d) < math.huge and ("%.0f"):format(d) or tostring(d)
+      return ("shape[%d] = %s is not an integer in 0..2^53"):format(i, ds)
+    end
+    if d > 0 then prod = prod * d end
+  end
+  if prod > MAX_INT then
+    local s = {}
+    for i = 1, n do s[i] = ("%.0f"):format(shape[i]) end
+    return ("shape [%s] is too large"):format(table.concat(s, ", "))
+  end
+end
+M.file_shape_error = file_shape_error
+
 -- load(path, {mmap=true, device="cpu"}) -> value, metadata
 function M.load(path, opts)
   opts = args.opts("load", opts, "mmap device", 2)
@@ -500,13 +524,10 @@ function M.load(path, opts)
         bad(("unknown dtype %s"):format(jstr(dt)))
       end
       if type(shape) ~= "table" or shape.map or shape == null then bad("shape is not an array") end
-      if shape.n > 8 then bad(("shape has %d dims (at most 8 are supported)"):format(shape.n)) end
+      local serr = file_shape_error(shape, shape.n)
+      if serr then bad(serr) end
       local numel, sh = 1, {}
-      for i = 1, shape.n do
-        if not is_int(shape[i]) then bad(("shape[%d] = %s is not a non-negative integer"):format(i, tostring(shape[i]))) end
-        sh[i] = shape[i]; numel = numel * shape[i]
-      end
-      if numel > MAX_INT then bad("shape is too large") end
+      for i = 1, shape.n do sh[i] = shape[i]; numel = numel * shape[i] end
       if type(offs) ~= "table" or offs.map or offs == null or offs.n ~= 2 or not is_int(offs[1]) or not is_int(offs[2]) then
         bad("data_offsets is not a pair of non-negative integers")
       end
@@ -695,10 +716,10 @@ function M.load_npy(path)
   if not id then
     fail(("dtype '%s' is not supported (supported: <f4 <f8 <i4 <i8 |u1 |b1)"):format(d.descr))
   end
-  if #d.shape > 8 then fail(("shape has %d dims (at most 8 are supported)"):format(#d.shape)) end
+  local serr = file_shape_error(d.shape, #d.shape)
+  if serr then fail(serr) end
   local numel = 1
   for _, v in ipairs(d.shape) do numel = numel * v end
-  if numel > MAX_INT then fail("shape is too large") end
   local nbytes = numel * C.td_dtype_size(id)
   local have = f.size - start - hl
   if have ~= nbytes then
