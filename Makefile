@@ -1,5 +1,5 @@
 # tide -- build, test, bench, install.
-#   make            build $(B)/libtide.so, $(B)/libtide.a and the FFI cdef
+#   make            build $(B)/libtide.so, $(B)/libtide.a, the FFI cdef and the tide command ($(B)/tide)
 #   make test       install missing Debian packages, build, run the busted specs
 #   make example    install, build, run the main example
 #   make bench      run the benchmarks (method and results: bench/RESULTS.md)
@@ -19,7 +19,7 @@ SRC := $(wildcard runtime/*.c) $(wildcard jit/*.c) $(wildcard opencl/*.c)
 OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRC))
 HDR := $(wildcard runtime/*.h) $(wildcard jit/*.h) $(wildcard opencl/*.h)
 
-all: $(B)/libtide.so $(B)/libtide.a $(B)/tide_cdef.lua
+all: $(B)/libtide.so $(B)/libtide.a $(B)/tide_cdef.lua $(B)/tide
 
 $(B)/obj/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
@@ -43,6 +43,20 @@ $(B)/libtide.a: $(OBJ)
 $(B)/tide_cdef.lua: runtime/tide.h
 	@mkdir -p $(B)
 	{ echo 'return [==['; $(CC) -E -P -DTD_CDEF runtime/tide.h; echo ']==]'; } > $@
+
+# -- the tide command (tools/tide.c): LuaJIT embedded, linked with libtide.so
+# (found next to it, or in ../lib once installed); the git description of the
+# checkout goes into $(B)/tide_git.h, rewritten only when it changes
+LUAJIT_CFLAGS := $(shell pkg-config --cflags luajit 2>/dev/null || echo -I/usr/include/luajit-2.1)
+LUAJIT_LIBS   := $(shell pkg-config --libs luajit 2>/dev/null || echo -lluajit-5.1)
+$(B)/tide_git.h: FORCE
+	@mkdir -p $(B)
+	@d=$$(git describe --always --dirty 2>/dev/null); \
+	echo "#define TD_GIT_DESCRIBE \"$$d\"" > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(B)/tide: tools/tide.c runtime/tide.h $(B)/tide_git.h $(B)/libtide.so
+	$(CC) $(OPT) -std=gnu11 -Wall -Wextra -Iruntime -I$(B) $(LUAJIT_CFLAGS) -DTIDE_SRC_LUA='"$(CURDIR)/lua"' \
+	  tools/tide.c -o $@ -L$(B) -ltide $(LUAJIT_LIBS) -ldl -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
+FORCE:
 
 # a C host using only runtime/tide.h and the static library
 $(B)/c_host: examples/c_host.c $(B)/libtide.a runtime/tide.h
@@ -104,4 +118,4 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: all deps test example tour fashion gpt seed bench clean stats install examples/c_host
+.PHONY: FORCE all deps test example tour fashion gpt seed bench clean stats install examples/c_host

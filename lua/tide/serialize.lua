@@ -350,7 +350,7 @@ local function encode_tree(v, entries)
     elseif tx == "string" then
       if not utf8_ok(x) then raise(("save: the string at %s is not valid UTF-8"):format(path_str(p))) end
       return jstr(x)
-    elseif tx == "table" and getmetatable(x) == nil then
+    elseif tx == "table" and (getmetatable(x) == nil or getmetatable(x) == tensor.shape_mt) then   -- sizes too
       if seen[x] then raise(("save: the table at %s contains itself"):format(path_str(p))) end
       seen[x] = true
       local nums, strs = {}, {}

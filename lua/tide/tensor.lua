@@ -187,6 +187,16 @@ function T.masked_fill_(x, mask, v) return inplace(OP.where, "masked_fill_", x, 
 function T.dim(x) return x.ndim end
 function T.numel(x) return tonumber(x.nelem) end
 T.nelement = T.numel
+-- Sizes and strides print as [2, 3] and compare by value (a == b); they are
+-- plain arrays otherwise (s[1], #s, unpack(s), tide.save)
+local shape_mt = { __tostring = function(s) return "[" .. table.concat(s, ", ") .. "]" end,
+  __eq = function(a, b)
+    if #a ~= #b then return false end
+    for i = 1, #a do if a[i] ~= b[i] then return false end end
+    return true
+  end }
+M.shape_mt = shape_mt
+
 -- x:size() / x:size(d), x:stride() / x:stride(d): one read of the raw fields
 local function geometry(field, fname)
   return function(x, d)
@@ -194,7 +204,7 @@ local function geometry(field, fname)
     if d == nil then
       local s = {}
       for i = 0, f.ndim - 1 do s[i + 1] = tonumber(f[field][i]) end
-      return s
+      return setmetatable(s, shape_mt)
     end
     return tonumber(f[field][dim1(d, f.ndim, fname) - 1])
   end
@@ -214,13 +224,7 @@ for _, f in ipairs { "ndim", "scalar_type", "device_type", "sizes", "strides", "
   getters[f] = function(x) return ffi.cast(FIELDS, x.p)[f] end
 end
 
-local shape_mt = { __tostring = function(s) return "[" .. table.concat(s, ", ") .. "]" end,
-  __eq = function(a, b)
-    if #a ~= #b then return false end
-    for i = 1, #a do if a[i] ~= b[i] then return false end end
-    return true
-  end }
-getters.shape = function(x) return setmetatable(T.size(x), shape_mt) end
+getters.shape = function(x) return T.size(x) end
 getters.dtype = function(x) return dtype_of[x.scalar_type] end
 getters.device = function(x)
   if x.device_type == 0 then return "cpu" end
@@ -861,6 +865,7 @@ mt.__newindex = function(x, k, v)
 end
 mt.__tostring = function(x) return M.tostring(x) end
 M.mt = mt
+M.getters = getters       -- (the REPL's completion lists them)
 
 -- Release the tensor's memory now instead of at the next collection; x is unusable after.
 function T.free(x)
