@@ -3,6 +3,7 @@
 #   make test       install missing Debian packages, build, run the busted specs
 #   make example    install, build, run the main example
 #   make bench      run the benchmarks (method and results: bench/RESULTS.md)
+#   make doc        the API reference doc/api.md from the doc strings
 
 CC      ?= gcc
 OPT     ?= -O3 -march=native
@@ -57,6 +58,10 @@ $(B)/tide: tools/tide.c runtime/tide.h $(B)/tide_git.h $(B)/libtide.so
 	$(CC) $(OPT) -std=gnu11 -Wall -Wextra -Iruntime -I$(B) $(LUAJIT_CFLAGS) -DTIDE_SRC_LUA='"$(CURDIR)/lua"' \
 	  tools/tide.c -o $@ -L$(B) -ltide $(LUAJIT_LIBS) -ldl -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
 FORCE:
+
+# the API reference from the doc strings next to the code (spec/lua/doc_spec.lua checks it is current)
+doc:
+	$(LUAJIT) scripts/gen-doc.lua doc/api.md
 
 # a C host using only runtime/tide.h and the static library
 $(B)/c_host: examples/c_host.c $(B)/libtide.a runtime/tide.h
@@ -118,4 +123,4 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: FORCE all deps test example tour fashion gpt seed bench clean stats install examples/c_host
+.PHONY: FORCE all deps doc test example tour fashion gpt seed bench clean stats install examples/c_host

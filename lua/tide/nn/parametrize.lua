@@ -56,6 +56,8 @@ local function norm_except(v, d)
   return v:norm(2, dims, true)
 end
 
+--- nn.utils.weight_norm(m[, {name = "weight", dim = 1}]) -> m
+--- weight = g * v / ||v||, recomputed before each forward, with parameters weight_g and weight_v.
 function M.weight_norm(m, opts)
   opts = args.opts("weight_norm", opts, "name dim", 2)
   local name = opts.name or "weight"
@@ -75,6 +77,8 @@ end
 
 local function normalize(x, eps) return x / (x:norm():clamp(eps)) end
 
+--- nn.utils.spectral_norm(m[, {name = "weight", n_power_iterations = 1, eps = 1e-12, dim = 1}]) -> m
+--- weight = weight_orig / sigma, its largest singular value estimated by power iteration.
 function M.spectral_norm(m, opts)
   opts = args.opts("spectral_norm", opts, "name n_power_iterations eps dim", 2)
   local name, iters, eps = opts.name or "weight", opts.n_power_iterations or 1, opts.eps or 1e-12
