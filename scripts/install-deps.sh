@@ -3,7 +3,8 @@
 # fresh Debian 12 (apt only); prints nothing when everything is present.
 set -e
 PKGS="gcc make pkg-config binutils libc6-dev libgccjit-12-dev luajit libluajit-5.1-dev lua-busted \
-ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev clang $*"     # extra packages as arguments (datasets for examples)
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev clang \
+libreadline8 tmux $*"     # extra packages as arguments (datasets for examples)
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
