@@ -136,20 +136,14 @@ end
 
 -- -- The public API: every function and class reachable from tide --------------------------------
 
--- namespaces walked (tide.jit is a proxy: its functions live in tide.compile)
-local NAMESPACES = { "tide.nn", "tide.nn.functional", "tide.nn.init", "tide.nn.utils", "tide.optim",
-  "tide.optim.lr_scheduler", "tide.data", "tide.autograd", "tide.opencl", "tide.progress", "tide.checkpoint" }
+-- Namespaces are found by walking tide: lowercase plain tables (tide.nn,
+-- tide.nn.functional, ...) and the lazily loaded submodules its metatable
+-- lists (loaded here); tide.jit is a proxy whose functions live in tide.compile.
 
 local function is_callable(v)
   if type(v) == "function" then return true end
   local mt = type(v) == "table" and getmetatable(v)
   return type(mt) == "table" and mt.__call ~= nil
-end
-
-local function value_at(tide, path)
-  local v = tide
-  for part in path:gmatch("[^.]+") do if part ~= "tide" then v = v[part] end end
-  return v
 end
 
 -- The base class of a class table: its metatable's __index, when a table.
@@ -185,30 +179,43 @@ function M.api()
     paths[value] = paths[value] or {}
     table.insert(paths[value], key)
   end
-  for _, p in ipairs(NAMESPACES) do namespaces[value_at(tide, p)] = p end
-  namespaces[require("tide.compile")] = "tide.jit"
   namespaces[tide] = "tide"
+  local jit_ns = require("tide.compile")
   local pending = {}
-  local function walk(ns, path)
+  local walk
+  local function is_namespace(k, v)
+    return type(v) == "table" and k:match("^%l") and getmetatable(v) == nil and not rawget(v, "__index")
+  end
+  function walk(ns, path)
     local keys = {}
     for k in pairs(ns) do if type(k) == "string" and not k:match("^_") then keys[#keys + 1] = k end end
+    if ns == tide then                                  -- lazily loaded submodules
+      local mt = getmetatable(tide)
+      for k in pairs(type(mt) == "table" and mt.__lazy or {}) do
+        if rawget(tide, k) == nil then keys[#keys + 1] = k end
+      end
+    end
     table.sort(keys)
+    local subs = {}
     for _, k in ipairs(keys) do
       local v, key = ns[k], path .. "." .. k
+      if key == "tide.jit" then v = jit_ns end
       if type(v) == "function" then add(key, "function", v)
       elseif type(v) == "table" and not namespaces[v] and v ~= tide.Tensor then
         if getmetatable(v) == getmetatable(tide.float32) then
           add(key, "dtype", v)
+        elseif is_namespace(k, v) then
+          namespaces[v] = key
+          subs[#subs + 1] = { v, key }
         elseif is_callable(v) or rawget(v, "__index") == v or rawget(v, "__is_class") or k:match("^%u") then
           if not classes[v] then classes[v] = key; pending[#pending + 1] = v end
           add(key, "class", v)
         end
       end
     end
+    for _, sub in ipairs(subs) do walk(sub[1], sub[2]) end
   end
   walk(tide, "tide")
-  for _, p in ipairs(NAMESPACES) do walk(value_at(tide, p), p) end
-  walk(require("tide.compile"), "tide.jit")
   -- tensor methods
   local tkeys = {}
   for k, v in pairs(tide.Tensor) do if type(v) == "function" and not k:match("^_") then tkeys[#tkeys + 1] = k end end
@@ -362,7 +369,7 @@ help(x) or ?x shows the doc of a function, class, module or tensor: ?tide.zeros,
 ?x:matmul (x a tensor), ?nn.Linear, ?model:parameters, ?softmax (every match).
 Namespaces: tide (tensors, ops), Tensor methods (?Tensor:view), tide.nn, tide.nn.functional
 (F), tide.nn.init, tide.nn.utils, tide.optim, tide.optim.lr_scheduler, tide.data,
-tide.autograd, tide.jit (tide.compile), tide.opencl, tide.progress, tide.checkpoint.
+tide.autograd, tide.jit (tide.compile), tide.opencl, tide.progress, tide.checkpoint, tide.cmdline.
 The whole reference: doc/api.md (make doc).]]
 
 -- help_text(s): the help for the text after `?`

@@ -444,7 +444,7 @@ end
 
 -- submodules that require "tide" themselves load on first use (tide.data, ...)
 local lazy = { data = "tide.data", progress = "tide.progress", nn = "tide.nn", optim = "tide.optim",
-  checkpoint = "tide.checkpoint", profiler = "tide.profiler" }
+  checkpoint = "tide.checkpoint", profiler = "tide.profiler", cmdline = "tide.cmdline" }
 setmetatable(tide, { __lazy = lazy, __index = function(t, k)     -- (__lazy: names for the REPL's completion)
   local m = lazy[k]
   if m then local v = require(m); rawset(t, k, v); return v end
