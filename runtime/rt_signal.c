@@ -36,7 +36,17 @@ int rt_interrupted(void)
 static struct sigaction sig_prev;
 static int sig_on;
 
-static void sig_handler(int sig) { (void)sig; td_interrupt(); }
+/* A second SIGINT while the first request is still pending means the work
+** does not check (a loop with no op in it): the previous handler takes it
+** (by default the process ends, as a second Ctrl-C in luajit). */
+static void sig_handler(int sig)
+{
+  if (atomic_exchange_explicit(&rt_interrupt_flag, 1, memory_order_relaxed)) {
+    sigaction(SIGINT, &sig_prev, NULL);
+    sig_on = 0;
+    raise(sig);
+  }
+}
 
 /* No SA_RESTART: a blocking read or poll returns EINTR, so a prompt waiting
 ** for input sees the Ctrl-C at once. */

@@ -122,8 +122,9 @@ TD_API const char *td_version_string(void);   /* "0.1.0" */
 ** stop: the next op fails with "interrupted" (TD_ERR_INTERRUPTED), which
 ** clears the request. td_interrupt_pending(1) reads and clears it (a host's
 ** own checks). td_interrupt_catch(1) installs a SIGINT handler that calls
-** td_interrupt() (no SA_RESTART: blocking reads return EINTR); (0) restores
-** the previous handler. */
+** td_interrupt() (no SA_RESTART: blocking reads return EINTR), and hands a
+** second SIGINT that comes while the first is pending to the previous
+** handler (by default: the process ends); (0) restores the previous handler. */
 TD_API void td_interrupt(void);
 TD_API int td_interrupt_pending(int clear);
 TD_API int td_interrupt_catch(int on);

@@ -17,6 +17,7 @@ local SECTIONS = {
   { "tide.optim.lr_scheduler", "tide.optim.lr_scheduler" }, { "tide.data", "tide.data" },
   { "tide.jit", "tide.jit (tide.compile)" }, { "tide.opencl", "tide.opencl" },
   { "tide.progress", "tide.progress" }, { "tide.checkpoint", "tide.checkpoint" },
+  { "tide.cmdline", "tide.cmdline" },
 }
 
 local function section_of(key)

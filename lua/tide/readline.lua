@@ -191,7 +191,10 @@ function M.Readline:add(entry)
   if entry:match("^%s*$") or entry == self.last then return end
   self.last = entry
   self.lib.add_history(entry)
-  if self.history then self.lib.append_history(1, self.history) end
+  if not self.history then return end
+  -- libedit's append_history writes the entry before the last one again: rewrite the file there
+  if self.kind == "edit" then self.lib.write_history(self.history)
+  else self.lib.append_history(1, self.history) end
 end
 
 -- -- Plain io.read ---------------------------------------------------------------------------

@@ -76,7 +76,19 @@ describe("interrupts", function()
     assert.equal(0, C.td_interrupt_catch(1))
     ffi.C.kill(ffi.C.getpid(), 2)
     assert.equal(1, C.td_interrupt_pending(1))
+    -- a second SIGINT while the first is pending goes to the previous handler (here: ignore)
+    local prev = ffi.C.signal(2, ffi.cast("tide_spec_sighandler", 1))   -- SIG_IGN, as the "previous" one
+    ffi.C.signal(2, prev)                                              -- (ours again)
     assert.equal(0, C.td_interrupt_catch(0))
+    local ign = ffi.C.signal(2, ffi.cast("tide_spec_sighandler", 1))
+    assert.equal(0, C.td_interrupt_catch(1))                           -- previous = SIG_IGN now
+    ffi.C.kill(ffi.C.getpid(), 2)
+    ffi.C.kill(ffi.C.getpid(), 2)                                      -- pending: chained to SIG_IGN, not fatal
+    assert.equal(1, C.td_interrupt_pending(1))
+    ffi.C.kill(ffi.C.getpid(), 2)                                      -- the handler was handed back: ignored
+    assert.equal(0, C.td_interrupt_pending(1))
+    assert.equal(0, C.td_interrupt_catch(0))
+    ffi.C.signal(2, ign)
     -- the previous handler is back: ignore SIGINT, check it is not ours
     local old = ffi.C.signal(2, ffi.cast("tide_spec_sighandler", 1))   -- SIG_IGN
     ffi.C.kill(ffi.C.getpid(), 2)
