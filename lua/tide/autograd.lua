@@ -61,6 +61,8 @@ local function run_hooks(t, g)
   return cur.p
 end
 
+--- Tensor:register_hook(fn) -> handle
+--- fn(grad) runs when a backward has x's whole gradient and may return a replacement; handle:remove() drops it.
 function T.register_hook(x, fn)
   tensor.targ(x, 1, "register_hook")
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then

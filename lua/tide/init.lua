@@ -372,6 +372,10 @@ end
 function tide.live_bytes() return tonumber(C.td_live_bytes()) end
 -- memory_stats(): storage bytes per device, as torch.cuda.memory_stats in short:
 -- { cpu = { live=, peak=, allocs=, cached= }, opencl = {...}, host_total= }
+--- tide.memory_stats() -> table
+--- Storage bytes per device: {cpu = {live, peak, allocs, cached}, opencl = {...}, host_total} (torch.cuda.memory_stats in short).
+--- tide.reset_peak_memory_stats()
+--- Starts the peak figures of memory_stats over from the live bytes.
 function tide.memory_stats()
   local m = ffi.new("td_mem_stats")
   C.td_memory_stats(m)

@@ -205,6 +205,12 @@ function Module:forward()
 end
 
 -- forward pre-hooks, forward hooks, full backward hooks (tide.nn.hooks): each returns a handle with :remove()
+--- nn.Module:register_forward_pre_hook(fn) -> handle
+--- fn(module, inputs) runs before forward and may return new inputs; handle:remove() drops it.
+--- nn.Module:register_forward_hook(fn) -> handle
+--- fn(module, inputs, output) runs after forward and may return a new output.
+--- nn.Module:register_full_backward_hook(fn) -> handle
+--- fn(module, grad_input, grad_output) runs in the backward and may return a new grad_input.
 for _, n in ipairs { "register_forward_pre_hook", "register_forward_hook", "register_full_backward_hook" } do
   Module[n] = function(self, fn) return require("tide.nn.hooks")[n](self, fn) end
 end
