@@ -33,6 +33,11 @@ local function names_of(v, methods_only)
     if not methods_only then for k in pairs(tensor.getters or {}) do set[k] = true end end
     return set
   end
+  -- an nn module's registered parameters, buffers and children are fields too
+  local regs = type(v) == "table" and rawget(v, "_regs")
+  if type(regs) == "table" and not methods_only then
+    for _, r in ipairs(regs) do for _, n in ipairs(r.names or {}) do set[n] = true end end
+  end
   local t = v
   for _ = 1, 16 do                                  -- up the __index chain
     if type(t) ~= "table" or seen[t] then break end
@@ -41,7 +46,9 @@ local function names_of(v, methods_only)
     local mt = getmetatable(t)
     if type(mt) ~= "table" then break end
     if type(mt.__lazy) == "table" and not methods_only then for k in pairs(mt.__lazy) do set[k] = true end end
-    t = rawget(mt, "__index")
+    local idx = rawget(mt, "__index")
+    -- a class whose __index is a function (nn modules) holds its methods itself
+    t = type(idx) == "table" and idx or (type(idx) == "function" and mt or nil)
   end
   return set
 end

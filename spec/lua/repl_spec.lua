@@ -197,3 +197,23 @@ describe("history", function()
   end)
 end)
 end)
+
+describe("completion candidates (tide.complete)", function()
+  local c = require "tide.complete"
+  local tide = require "tide"
+  teardown(function() _G.spec_lin, _G.spec_t, _G.spec_opt = nil, nil, nil end)
+  it("list methods of modules, optimizers and tensors, registered fields, lazy submodules", function()
+    _G.spec_lin = tide.nn.Linear(2, 3)
+    _G.spec_t = tide.ones(2)
+    _G.spec_opt = tide.optim.SGD(_G.spec_lin:parameters(), { lr = 0.1 })
+    assert.same({ "spec_lin:parameters" }, c.candidates("spec_lin:param"))
+    assert.same({ "spec_lin.weight" }, c.candidates("spec_lin.wei"))           -- a registered parameter
+    assert.same({ "spec_opt:zero_grad" }, c.candidates("spec_opt:zero"))
+    assert.same({ "spec_t:matmul" }, c.candidates("spec_t:matm"))
+    assert.same({ "spec_t.shape" }, c.candidates("spec_t.sha"))                -- a property
+    local nn = c.candidates("tide.n")
+    assert.is_true(#nn >= 1 and nn[1] == "tide.nn")
+    assert.same({ "function" }, c.candidates("functio"))                       -- a keyword
+    assert.same({}, c.candidates("spec_nothing.x"))
+  end)
+end)
