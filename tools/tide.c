@@ -103,18 +103,21 @@ static size_t tide_dir_len;
 ** next op raises it (library state stays whole); elsewhere raise it here. */
 static void hook_stop(lua_State *L, lua_Debug *ar)
 {
+  (void)ar;
   if (!td_interrupt_pending(0)) { lua_sethook(L, NULL, 0, 0); return; }
-  if (!lua_getinfo(L, "Sl", ar)) ar->source = NULL;
-  if (tide_dir_len && ar->source && strncmp(ar->source, tide_dir, tide_dir_len) == 0) return;
+  /* the innermost Lua function decides (the hook may run at a call of a C
+  ** function, which belongs to its caller) and gives the position */
+  lua_Debug a;
+  for (int level = 0; lua_getstack(L, level, &a); level++) {
+    if (!lua_getinfo(L, "Sl", &a) || a.currentline <= 0) continue;
+    if (tide_dir_len && strncmp(a.source, tide_dir, tide_dir_len) == 0) return;
+    lua_sethook(L, NULL, 0, 0);
+    td_interrupt_pending(1);
+    lua_pushfstring(L, "%s:%d: interrupted", a.short_src, a.currentline);
+    lua_error(L);
+  }
   lua_sethook(L, NULL, 0, 0);
   td_interrupt_pending(1);
-  /* the position of the innermost Lua function (the hook may run at a call of a C function) */
-  lua_Debug a;
-  for (int level = 0; lua_getstack(L, level, &a); level++)
-    if (lua_getinfo(L, "Sl", &a) && a.currentline > 0) {
-      lua_pushfstring(L, "%s:%d: interrupted", a.short_src, a.currentline);
-      lua_error(L);
-    }
   lua_pushliteral(L, "interrupted");
   lua_error(L);
 }
