@@ -1,9 +1,10 @@
 # tide -- build, test, bench, install.
-#   make            build $(B)/libtide.so, $(B)/libtide.a and the FFI cdef
+#   make            build $(B)/libtide.so, $(B)/libtide.a, the FFI cdef and the tide command ($(B)/tide)
 #   make test       install missing Debian packages, build, run the busted specs
 #   make example    install, build, run the main example
 #   make bench      run the benchmarks (method and results: bench/RESULTS.md)
 #   make fuzz-loaders  fuzz the file loaders and the kernel cache's metadata (FUZZING.md)
+#   make doc        the API reference doc/api.md from the doc strings
 
 CC      ?= gcc
 # libtide runs on any x86-64: baseline code, and the hot kernels (RT_ISA_FILES)
@@ -24,7 +25,7 @@ OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRC)) $(patsubst %.c,$(B)/obj/%.v3.o,$(RT_I
        $(patsubst %.c,$(B)/obj/%.v4.o,$(RT_ISA_FILES))
 HDR := $(wildcard runtime/*.h) $(wildcard jit/*.h) $(wildcard opencl/*.h)
 
-all: $(B)/libtide.so $(B)/libtide.a $(B)/tide_cdef.lua
+all: $(B)/libtide.so $(B)/libtide.a $(B)/tide_cdef.lua $(B)/tide
 
 $(B)/obj/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
@@ -58,6 +59,24 @@ $(B)/libtide.a: $(OBJ)
 $(B)/tide_cdef.lua: runtime/tide.h
 	@mkdir -p $(B)
 	{ echo 'return [==['; $(CC) -E -P -DTD_CDEF runtime/tide.h; echo ']==]'; } > $@
+
+# -- the tide command (tools/tide.c): LuaJIT embedded, linked with libtide.so
+# (found next to it, or in ../lib once installed); the git description of the
+# checkout goes into $(B)/tide_git.h, rewritten only when it changes
+LUAJIT_CFLAGS := $(shell pkg-config --cflags luajit 2>/dev/null || echo -I/usr/include/luajit-2.1)
+LUAJIT_LIBS   := $(shell pkg-config --libs luajit 2>/dev/null || echo -lluajit-5.1)
+$(B)/tide_git.h: FORCE
+	@mkdir -p $(B)
+	@d=$$(git describe --always --dirty 2>/dev/null); \
+	echo "#define TD_GIT_DESCRIBE \"$$d\"" > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(B)/tide: tools/tide.c runtime/tide.h $(B)/tide_git.h $(B)/libtide.so
+	$(CC) $(OPT) -std=gnu11 -Wall -Wextra -Iruntime -I$(B) $(LUAJIT_CFLAGS) -DTIDE_SRC_LUA='"$(CURDIR)/lua"' \
+	  tools/tide.c -o $@ -L$(B) -ltide $(LUAJIT_LIBS) -ldl -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
+FORCE:
+
+# the API reference from the doc strings next to the code (spec/lua/doc_spec.lua checks it is current)
+doc:
+	$(LUAJIT) scripts/gen-doc.lua doc/api.md
 
 # a C host using only runtime/tide.h and the static library
 $(B)/c_host: examples/c_host.c $(B)/libtide.a runtime/tide.h
@@ -119,7 +138,7 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: all deps test example tour fashion gpt seed bench clean stats install examples/c_host \
+.PHONY: FORCE all deps doc test example tour fashion gpt seed bench clean stats install examples/c_host \
 	fuzz-deps fuzz-loaders fuzz-loaders-replay fuzz-loaders-merge
 
 # -- Loader fuzzing (FUZZING.md, "Loaders"): libFuzzer from clang 14 --------------------------

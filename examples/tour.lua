@@ -10,6 +10,8 @@ Run from the repository root:
 local root = (arg and arg[0] or ""):match("^(.*)/examples/[^/]*$") or "."
 package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
 local tide = require "tide"
+tide.cmdline.parse(arg, { usage = "luajit examples/tour.lua",
+  about = "A printed tour of tide's eager API (no options, no data needed)." })
 
 local function section(title) print(("\n== %s %s"):format(title, ("="):rep(60 - #title))) end
 

@@ -704,7 +704,10 @@ TD_API int td_backward(int nout, td_tensor *const *outputs, td_tensor *const *gr
   if (nout < 0 || nin < 0) return rt_err(TD_ERR_ARG, "backward: negative tensor count");
   for (int i = 0; i < nout; i++) RT_ARG(outputs[i], nin ? "grad" : "backward", i + 1, TD_ERR_ARG);
   for (int i = 0; i < nin; i++) RT_ARG(inputs[i], "grad", nout + i + 1, TD_ERR_ARG);
-  return engine(nout, outputs, grads, nin, inputs, results, retain_graph, create_graph, 0);
+  rt_interrupt_hold++;                 /* an interrupt waits for the next op after the pass */
+  int rc = engine(nout, outputs, grads, nin, inputs, results, retain_graph, create_graph, 0);
+  rt_interrupt_hold--;
+  return rc;
 }
 
 int jit_grad_capture(int nout, td_tensor *const *outputs, td_tensor *const *grads,

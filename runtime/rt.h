@@ -22,6 +22,17 @@ void *rt_errp(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3
 char *rt_shape_str(char *buf, size_t n, int ndim, const int64_t *size);
 #define RT_SHAPE(t) rt_shape_str((char[160]){0}, 160, (t)->ndim, (t)->sizes)
 
+/* An interrupt was requested (td_interrupt): rt_interrupted takes it and sets
+** the "interrupted" error, or returns 0 when another thread took it first or
+** this thread holds interrupts (rt_interrupt_hold > 0: inside a backward
+** pass, which runs to its end). RT_INTERRUPT_CHECK costs one relaxed load. */
+extern _Atomic int rt_interrupt_flag;
+extern _Thread_local int rt_interrupt_hold;
+int rt_interrupted(void);
+#define RT_INTERRUPT_CHECK(fail) \
+  do { if (__builtin_expect(__atomic_load_n(&rt_interrupt_flag, __ATOMIC_RELAXED), 0) && rt_interrupted()) \
+    return fail; } while (0)
+
 /* -- Argument checks shared by every public entry point ---------------------- */
 
 /* A tensor argument of a public call must be live: NULL is what a freed Lua

@@ -176,9 +176,13 @@ static td_tensor *call_run(RtCall *c)
                               (op) >= 0 && (op) < RT_OP__MAX ? op_lname[op] : "?", nin, in) : -1)
 #define PROF_END(pe) do { if (pe >= 0) rt_prof_end(pe); } while (0)
 
+/* The public entries check for an interrupt (Ctrl-C in a REPL: the next op
+** fails); the compiled executor and the backward engine, which call the
+** dispatcher inside, run to the end of their step. */
 TD_API td_tensor *td_op(int op, int nin, td_tensor *const *in, const td_attrs *attrs)
 {
   RtCall c;
+  RT_INTERRUPT_CHECK(NULL);
   int pe = PROF_BEGIN(op, nin, in);
   td_tensor *out = NULL;
   if (!rt_call_prepare(&c, op, nin, in, attrs)) {
@@ -214,6 +218,7 @@ TD_API td_tensor *td_op_aux(int op, int nin, td_tensor *const *in, const td_attr
 {
   RtCall c;
   *aux = NULL;
+  RT_INTERRUPT_CHECK(NULL);
   int pe = PROF_BEGIN(op, nin, in);
   td_tensor *out = NULL;
   if (!rt_call_prepare(&c, op, nin, in, attrs)) {
@@ -234,6 +239,7 @@ static int op_out(int op, int nin, td_tensor *const *in, const td_attrs *attrs, 
 {
   RtCall c;
   RT_ARG(out, op >= 0 && op < RT_OP__MAX ? op_lname[op] : "op", 1, TD_ERR_ARG);
+  RT_INTERRUPT_CHECK(TD_ERR_INTERRUPTED);
   if (rt_call_prepare(&c, op, nin, in, attrs)) return TD_ERR_ARG;
   const char *name = op_lname[op];
   const RtOpInfo *oi = &rt_ops[op];

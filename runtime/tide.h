@@ -19,6 +19,9 @@
 
 #define TD_MAX_DIMS 8
 
+/* tide's version (td_version_string() gives the library's, which may be newer than this header) */
+#define TIDE_VERSION "0.1.0"
+
 /* -- Dtypes ------------------------------------------------------------- */
 
 /* ORDER DTYPE: rt_dtype.c keeps the per-dtype table in this order. */
@@ -33,7 +36,7 @@ typedef enum td_device { TD_CPU = 0, TD_OPENCL = 1 } td_device;
 enum {
   TD_OK = 0, TD_ERR_ARG = -1, TD_ERR_SHAPE = -2, TD_ERR_DTYPE = -3,
   TD_ERR_INDEX = -4, TD_ERR_NOMEM = -5, TD_ERR_GRAD = -6, TD_ERR_STATE = -7,
-  TD_ERR_IO = -8, TD_ERR_DEVICE = -9
+  TD_ERR_IO = -8, TD_ERR_DEVICE = -9, TD_ERR_INTERRUPTED = -10
 };
 
 /* -- Tensors -------------------------------------------------------------- */
@@ -115,6 +118,19 @@ TD_API const char *td_eager_isa(void);
 TD_API void td_manual_seed(uint64_t seed);
 TD_API void td_rng_get_state(uint64_t *seed, uint64_t *offset);
 TD_API void td_rng_set_state(uint64_t seed, uint64_t offset);
+TD_API const char *td_version_string(void);   /* "0.1.0" */
+
+/* -- Interrupts (rt_signal.c) ----------------------------------------------
+** td_interrupt() (async-signal-safe, any thread) asks the running work to
+** stop: the next op fails with "interrupted" (TD_ERR_INTERRUPTED), which
+** clears the request. td_interrupt_pending(1) reads and clears it (a host's
+** own checks). td_interrupt_catch(1) installs a SIGINT handler that calls
+** td_interrupt() (no SA_RESTART: blocking reads return EINTR), and hands a
+** second SIGINT that comes while the first is pending to the previous
+** handler (by default: the process ends); (0) restores the previous handler. */
+TD_API void td_interrupt(void);
+TD_API int td_interrupt_pending(int clear);
+TD_API int td_interrupt_catch(int on);
 
 /* -- Tensor lifetime and creation ----------------------------------------- */
 

@@ -10,7 +10,8 @@ for a in "$@"; do
   case "$a" in fuzz) EXTRA="$EXTRA clang-14 libclang-rt-14-dev" ;; *) EXTRA="$EXTRA $a" ;; esac
 done
 PKGS="gcc make pkg-config binutils libc6-dev libgccjit-12-dev luajit libluajit-5.1-dev lua-busted \
-ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev qemu-user clang $EXTRA"
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev qemu-user clang \
+libreadline8 tmux $EXTRA"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -61,6 +61,8 @@ local function run_hooks(t, g)
   return cur.p
 end
 
+--- Tensor:register_hook(fn) -> handle
+--- fn(grad) runs when a backward has x's whole gradient and may return a replacement; handle:remove() drops it.
 function T.register_hook(x, fn)
   tensor.targ(x, 1, "register_hook")
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
@@ -103,6 +105,8 @@ local function check_backward(rc)
 end
 
 -- x:backward([grad], {retain_graph=false, create_graph=false})
+--- Tensor:backward([grad][, {retain_graph = false, create_graph = false}])
+--- Accumulates d x / d leaf into each leaf's .grad (grad: the seed, required unless x has one element).
 function T.backward(x, grad, opts)
   tensor.targ(x, 1, "backward")
   if type(grad) == "table" and not is_tensor(grad) then opts, grad = grad, nil end
@@ -120,6 +124,8 @@ end
 jit.off(T.backward)
 
 -- tide.autograd.backward(tensors, grads, opts)
+--- tide.autograd.backward(tensors[, grads][, opts])
+--- backward from several outputs at once (grads: their seeds); opts as Tensor:backward.
 function A.backward(outputs, grads, opts)
   outputs = list_of(outputs, "backward", 1)
   opts = args.opts("backward", opts, "retain_graph create_graph", 3)
@@ -133,6 +139,8 @@ jit.off(A.backward)
 
 -- tide.autograd.grad(outputs, inputs, {grad_outputs=, retain_graph=, create_graph=, allow_unused=})
 -- returns a table of gradients, one per input (nil where unused and allow_unused)
+--- tide.autograd.grad(outputs, inputs[, {grad_outputs, retain_graph, create_graph, allow_unused}]) -> list
+--- The gradients of outputs w.r.t. inputs (lists or tensors), without touching .grad.
 function A.grad(outputs, inputs, opts)
   outputs = list_of(outputs, "grad", 1)
   inputs = list_of(inputs, "grad", 2)
@@ -166,6 +174,14 @@ local function with_mode(on, fn, ...)
   if not r[1] then error(r[2], 0) end
   return unpack(r, 2, table.maxn(r))
 end
+--- tide.no_grad(fn, ...) -> fn's results
+--- Runs fn(...) with autograd off (restored after, even on error); also tide.inference_mode.
+--- tide.enable_grad(fn, ...) -> fn's results
+--- Runs fn(...) with autograd on.
+--- tide.set_grad_enabled(on) -> boolean
+--- Turns autograd on or off for this thread; returns the new mode.
+--- tide.is_grad_enabled() -> boolean
+--- Whether autograd records ops on this thread.
 function A.no_grad(fn, ...) return with_mode(false, fn, ...) end
 -- inference_mode(fn, ...): PyTorch 1.9's mode without autograd bookkeeping. In
 -- tide, grad-disabled mode already records nothing (no nodes, no saved tensors,
@@ -198,6 +214,10 @@ local function user_where()
 end
 
 local jit_was_on
+--- tide.autograd.set_detect_anomaly(on)
+--- Anomaly mode: each op keeps the line that called it and a NaN/inf gradient fails naming it (slow; JIT off).
+--- tide.autograd.is_anomaly_enabled() -> boolean
+--- Whether anomaly mode is on.
 function A.set_detect_anomaly(on)
   on = on and true or false
   if on == (C.td_anomaly_enabled() ~= 0) then return end
@@ -214,6 +234,8 @@ end
 function A.is_anomaly_enabled() return C.td_anomaly_enabled() ~= 0 end
 
 -- detect_anomaly(fn, ...): fn(...) in anomaly mode (restored after, even on error)
+--- tide.autograd.detect_anomaly(fn, ...) -> fn's results
+--- Runs fn(...) in anomaly mode.
 function A.detect_anomaly(fn, ...)
   if type(fn) ~= "function" then args.argerr(1, "detect_anomaly", "function", fn) end
   local prev = A.is_anomaly_enabled()
@@ -229,6 +251,8 @@ end
 -- Compare analytical gradients of sum(fn(inputs...) * w) for a random w with
 -- float64 central differences. Inputs that require grad are perturbed.
 -- opts: eps=1e-6, atol=1e-5, rtol=1e-3, raise=true. Returns true or false, msg.
+--- tide.autograd.gradcheck(fn, inputs[, {eps, atol, rtol, raise = true}]) -> boolean[, msg]
+--- Checks fn's gradients w.r.t. its float64 inputs that require grad against central differences.
 function A.gradcheck(fn, inputs, opts)
   opts = args.opts("gradcheck", opts, "eps atol rtol raise", 3)
   local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3

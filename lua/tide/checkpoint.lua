@@ -23,6 +23,8 @@ local function str_u64(s)
   return v
 end
 
+--- tide.checkpoint.save(path, {model, optimizer, scheduler, loader, step, extra})
+--- Saves the training state (with the RNG state) in one file.
 function M.save(path, parts)
   if type(path) ~= "string" then raise(("bad argument #1 to 'save' (string expected, got %s)"):format(type(path))) end
   if type(parts) ~= "table" then raise(("bad argument #2 to 'save' (table expected, got %s)"):format(type(parts))) end
@@ -40,6 +42,8 @@ end
 -- Load path into the given objects; returns step, extra. Every part the
 -- checkpoint holds must have a target and the other way round, so a resume
 -- never silently skips state.
+--- tide.checkpoint.resume(path, {model, optimizer, scheduler, loader}) -> step, extra
+--- Loads a checkpoint into the given objects (each part needs its target) and restores the RNG.
 function M.resume(path, targets)
   targets = targets or {}
   local v = tide.load(path)

@@ -169,9 +169,13 @@ end
 -- compiled:explain(args...): the trace, the kernel groups and the generated C
 -- of the variant these arguments select (compiling it if needed), as a string.
 -- The function runs as traced (its Lua side effects happen), its kernels do not.
+--- tide.jit.Compiled:explain(args...) -> string
+--- The trace, kernel groups and generated C of the variant these arguments select.
 function Compiled:explain(...) return run(self, C.TD_COMPILE_EXPLAIN, ...) end
 
 -- Number of compiled variants so far.
+--- tide.jit.Compiled:variants() -> number
+--- The number of compiled variants so far.
 function Compiled:variants() return C.td_compile_variants(self.cf) end
 
 local function name_of(fn)
@@ -183,6 +187,10 @@ end
 -- dynamic: sizes (a batch dim) are run-time values from the first call: a new
 -- size builds a variant whose kernels are shared (no note, no variant limit).
 -- Without it this starts after the first new size.
+--- tide.jit.compile(fn[, opts]) -> compiled
+--- tide.compile.
+--- tide.jit.Compiled
+--- What tide.compile returns: call it as fn; methods explain, variants.
 function M.compile(fn, opts)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
     core.raise(("bad argument #1 to 'compile' (function expected, got %s)"):format(type(fn)))
@@ -209,6 +217,8 @@ function M.compile(fn, opts)
 end
 
 -- tide.jit.to_dot(compiled, args...): the trace graph of that call as Graphviz DOT.
+--- tide.jit.to_dot(compiled, args...) -> string
+--- The trace graph of that call as Graphviz DOT.
 function M.to_dot(compiled, ...)
   if getmetatable(compiled) ~= Compiled then
     core.raise("bad argument #1 to 'to_dot' (compiled function expected)")
@@ -217,6 +227,8 @@ function M.to_dot(compiled, ...)
 end
 
 -- tide.jit.stats(): counts of libgccjit compiles, disk-cache loads, memory-cache hits, kernels compiled
+--- tide.jit.stats() -> table
+--- Counters: compiles, disk_loads, mem_hits, kernels.
 function M.stats()
   local s = ffi.new("int64_t[4]")
   C.td_jit_stats(s)

@@ -16,19 +16,29 @@ local D = {}
 
 -- A dataset is any table with :len() and :get(i) (1-based) returning a sample:
 -- a tensor, a number, or a list of them.
+--- tide.data.Dataset
+--- The dataset base class: any table with :len() and :get(i) (1-based) is a dataset.
 local Dataset = {}
 Dataset.__index = Dataset
 D.Dataset = Dataset
 
+--- tide.data.Dataset:extend() -> class
+--- A subclass; define its len and get.
 function Dataset:extend()
   local cls = setmetatable({}, { __index = self })
   cls.__index = cls
   return cls
 end
+--- tide.data.Dataset:len() -> number
+--- The number of samples (defined by each dataset).
+--- tide.data.Dataset:get(i) -> sample
+--- Sample i (1-based): a tensor, a number, or a list of them.
 function Dataset:len() raise("Dataset:len() must be defined by the dataset") end
 function Dataset:get() raise("Dataset:get(i) must be defined by the dataset") end
 
 -- TensorDataset(t1, t2, ...): sample i is { t1[i], t2[i], ... } along dim 1
+--- tide.data.TensorDataset(t1, t2, ...)
+--- Sample i is {t1[i], t2[i], ...}, taken along dim 1.
 local TensorDataset = Dataset:extend()
 D.TensorDataset = TensorDataset
 
@@ -54,6 +64,8 @@ function TensorDataset:get(i)
 end
 -- a whole batch at once: one index_select per tensor instead of one view per sample
 -- (the indices go to the device of a tensor that lives on one)
+--- tide.data.TensorDataset:get_batch(idx) -> list of Tensor
+--- The samples at the 1-based indices idx (a tensor), one index_select per tensor.
 function TensorDataset:get_batch(idx)
   local out = {}
   for k, t in ipairs(self.tensors) do
@@ -68,6 +80,8 @@ end
 -- into a tensor: int64 if all are integers (class labels, as PyTorch collates
 -- Python ints), else the default float dtype. (tide.tensor{...} itself always
 -- makes floats from numbers.)
+--- tide.data.default_collate(samples) -> batch
+--- Stacks samples field by field: tensors with tide.stack, integer numbers into int64, others into floats.
 function D.default_collate(samples)
   local first = samples[1]
   if is_tensor(first) then return tide.stack(samples, 1) end
@@ -101,6 +115,8 @@ local function splitmix(x)
   return bit.bxor(x, bit.rshift(x, 31))
 end
 
+--- tide.data.randperm(n[, seed = 0]) -> table
+--- A permutation of 1..n that depends only on seed.
 function D.randperm(n, seed)
   local p = {}
   for i = 1, n do p[i] = i end
@@ -115,6 +131,8 @@ end
 
 -- -- DataLoader ------------------------------------------------------------------------------------
 
+--- tide.data.DataLoader(dataset[, {batch_size = 1, shuffle, drop_last, seed = 0, collate_fn}])
+--- Batches of a dataset; with shuffle, epoch e uses the order randperm(n, seed + e).
 local DataLoader = {}
 DataLoader.__index = DataLoader
 D.DataLoader = DataLoader
@@ -136,6 +154,8 @@ function DataLoader.new(dataset, opts)
 end
 setmetatable(DataLoader, { __call = function(_, ...) return DataLoader.new(...) end })
 
+--- tide.data.DataLoader:len() -> number
+--- The number of batches per epoch.
 function DataLoader:len()
   local n = self.dataset:len()
   if self.drop_last then return math.floor(n / self.batch_size) end
@@ -144,6 +164,8 @@ end
 
 
 -- for x, y in loader:batches() do ... end: the fields of each collated batch
+--- tide.data.DataLoader:batches() -> iterator
+--- One epoch: for x, y in loader:batches() do ... end (the fields of each collated batch).
 function DataLoader:batches()
   local ds, n, bs = self.dataset, self.dataset:len(), self.batch_size
   local order
@@ -216,6 +238,8 @@ end
 -- chunks, and one more to see that the data ends there: memory follows the data
 -- actually present, never the header's claim, and a gzip bomb is cut off where
 -- its data passes the claim.
+--- tide.data.read_idx(path) -> Tensor
+--- Reads an IDX file (MNIST, Fashion-MNIST; gzip or plain) with its shape and dtype.
 function D.read_idx(path)
   if type(path) ~= "string" then raise(("bad argument #1 to 'read_idx' (string expected, got %s)"):format(type(path))) end
   local gz = z().gzopen(path, "rb")
@@ -292,6 +316,8 @@ end
 -- -- Text ----------------------------------------------------------------------------------------------
 
 -- CharVocab(text): the sorted distinct characters (bytes) of text; ids are 1-based.
+--- tide.data.CharVocab(text)
+--- A vocabulary of text's distinct characters (bytes), sorted; ids are 1-based; .size is their number.
 local CharVocab = {}
 CharVocab.__index = CharVocab
 D.CharVocab = CharVocab
@@ -311,6 +337,8 @@ end
 setmetatable(CharVocab, { __call = function(_, ...) return CharVocab.new(...) end })
 
 -- encode(str) -> int64 tensor of 1-based ids
+--- tide.data.CharVocab:encode(str) -> Tensor
+--- The int64 ids of str's characters.
 function CharVocab:encode(str)
   local ids = ffi.new("double[?]", math.max(#str, 1))
   for i = 1, #str do
@@ -323,6 +351,8 @@ function CharVocab:encode(str)
 end
 
 -- decode(ids) -> string; ids a tensor or a table of 1-based ids
+--- tide.data.CharVocab:decode(ids) -> string
+--- The text of ids (a tensor or a table).
 function CharVocab:decode(ids)
   if is_tensor(ids) then ids = ids:reshape(-1):totable() end
   local out = {}
@@ -335,6 +365,8 @@ function CharVocab:decode(ids)
 end
 
 -- split(t, frac) -> the first frac of t along dim 1, and the rest (views)
+--- tide.data.split(t, frac) -> Tensor, Tensor
+--- The first frac of t along dim 1 and the rest (views).
 function D.split(t, frac)
   local n = t:size(1)
   local k = math.floor(n * frac + 0.5)

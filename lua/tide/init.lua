@@ -12,6 +12,20 @@ local T, shape_of, argerr = tensor.Tensor, tensor.shape_of, tensor.argerr
 local tide = { Tensor = T, C = C, is_tensor = is_tensor }
 
 -- dtype names win over the same-named conversion methods (tide.float is a dtype, x:float() converts)
+--- tide.float32(data[, opts]) -> Tensor
+--- The default dtype (also tide.float); called, it is tide.tensor(data, {dtype = tide.float32}).
+--- tide.float64(data[, opts]) -> Tensor
+--- 64-bit float dtype (also tide.double); called, makes a float64 tensor.
+--- tide.int64(data[, opts]) -> Tensor
+--- 64-bit integer dtype (also tide.long); tide.long{1, 2} makes an int64 tensor (indices, labels).
+--- tide.int32(data[, opts]) -> Tensor
+--- 32-bit integer dtype (also tide.int); called, makes an int32 tensor.
+--- tide.uint8(data[, opts]) -> Tensor
+--- 8-bit unsigned dtype (also tide.byte); called, makes a uint8 tensor.
+--- tide.bool(data[, opts]) -> Tensor
+--- The bool dtype; called, makes a bool tensor.
+--- tide.is_tensor(x) -> boolean
+--- Whether x is a tensor.
 for name, d in pairs(core.dtypes) do tide[name] = d end
 for _, n in ipairs { "where", "cat", "concat", "concatenate", "stack", "embedding", "one_hot", "im2col", "col2im" } do tide[n] = tensor[n] end
 
@@ -84,6 +98,26 @@ end
 
 local integer = args.int
 
+--- tide.empty(size...[, opts]) -> Tensor
+--- A tensor with uninitialized values; size as numbers or a table; opts: dtype, device, requires_grad.
+--- tide.zeros(size...[, opts]) -> Tensor
+--- A tensor of zeros; opts: dtype (a trailing dtype also works), device, requires_grad.
+--- tide.ones(size...[, opts]) -> Tensor
+--- A tensor of ones.
+--- tide.rand(size...[, opts]) -> Tensor
+--- Uniform random values in [0, 1) (counter-based RNG: tide.manual_seed).
+--- tide.randn(size...[, opts]) -> Tensor
+--- Standard normal random values.
+--- tide.empty_like(x[, opts]) -> Tensor
+--- tide.empty with x's shape (and dtype and device unless given).
+--- tide.zeros_like(x[, opts]) -> Tensor
+--- Zeros with x's shape, dtype and device.
+--- tide.ones_like(x[, opts]) -> Tensor
+--- Ones with x's shape, dtype and device.
+--- tide.rand_like(x[, opts]) -> Tensor
+--- tide.rand with x's shape, dtype and device.
+--- tide.randn_like(x[, opts]) -> Tensor
+--- tide.randn with x's shape, dtype and device.
 local makers = {
   empty = function(s, dt) return C.td_empty(#s, dims(s), dt) end,
   zeros = function(s, dt) return C.td_full(#s, dims(s), 0, dt) end,
@@ -111,6 +145,10 @@ for name, make in pairs(makers) do
 end
 
 -- full(shape, value, opts)
+--- tide.full(size, value[, opts]) -> Tensor
+--- A tensor of shape size (a table) filled with value.
+--- tide.full_like(x, value[, opts]) -> Tensor
+--- tide.full with x's shape, dtype and device.
 function tide.full(shape, value, opts)
   opts = options("full", opts, 3)
   if type(value) ~= "number" and type(value) ~= "boolean" then argerr(2, "full", "number", value) end
@@ -139,6 +177,10 @@ local function randint(fname, lo, hi, s, opts, dt, like)
   local dev, idx = device_opt(fname, opts, like)
   return finish(create(fname, C.td_randint(lo, hi, #s, dims(s), dt)), opts, dev, idx)
 end
+--- tide.randint([low = 0,] high, size[, opts]) -> Tensor
+--- Random integers in [low, high) (int64 by default).
+--- tide.randint_like(x, [low,] high[, opts]) -> Tensor
+--- tide.randint with x's shape.
 function tide.randint(lo, hi, shape, opts)
   if type(hi) == "table" or hi == nil then lo, hi, shape, opts = 0, lo, hi, shape end
   opts = options("randint", opts, 4)
@@ -157,6 +199,8 @@ end
 
 -- arange(stop) / arange(start, stop[, step]) -- values, as in PyTorch (stop excluded);
 -- int64 when all three are integers, else the default float dtype
+--- tide.arange([start = 0,] stop[, step = 1][, opts]) -> Tensor
+--- start, start+step, ... below stop (stop excluded, as PyTorch); int64 when all are integers.
 function tide.arange(a, b, c, opts)
   if type(b) == "table" then opts, b = b, nil elseif type(c) == "table" then opts, c = c, nil end
   opts = options("arange", opts, 4)
@@ -170,6 +214,8 @@ function tide.arange(a, b, c, opts)
   return t
 end
 -- linspace(start, stop, steps): steps values, both ends included exactly
+--- tide.linspace(start, stop, steps[, opts]) -> Tensor
+--- steps values evenly spaced from start to stop, both included.
 function tide.linspace(a, b, n, opts)
   opts = options("linspace", opts, 4)
   if type(a) ~= "number" then argerr(1, "linspace", "number", a) end
@@ -180,6 +226,8 @@ function tide.linspace(a, b, n, opts)
   return t
 end
 -- eye(n[, m]): n x m with ones on the diagonal
+--- tide.eye(n[, m][, opts]) -> Tensor
+--- An n x m matrix with ones on the diagonal.
 function tide.eye(n, m, opts)
   if type(m) == "table" then opts, m = m, nil end
   opts = options("eye", opts, 3)
@@ -233,6 +281,8 @@ local function walk_data(v, d, st)
   end
 end
 
+--- tide.tensor(data[, opts]) -> Tensor
+--- A tensor from nested tables of numbers (default float dtype) or booleans (bool), a number, or a tensor (a copy).
 function tide.tensor(data, opts)
   opts = options("tensor", opts, 2)
   if is_tensor(data) then
@@ -272,6 +322,10 @@ dtype_mt.__call = function(d, data, opts)
 end
 
 local default_dtype_obj = core.dtypes.float32
+--- tide.get_default_dtype() -> dtype
+--- The dtype of new float tensors (tide.float32 unless set).
+--- tide.set_default_dtype(dtype)
+--- Sets it: tide.float32 or tide.float64.
 function tide.get_default_dtype() return default_dtype_obj end
 function tide.set_default_dtype(d)
   local id = core.dtype_id(d, "set_default_dtype")
@@ -281,6 +335,16 @@ end
 
 -- -- Runtime ---------------------------------------------------------------------------------
 
+--- tide.manual_seed(n)
+--- Seeds the random number generator: the same numbers on any thread count and device.
+--- tide.get_rng_state() -> state
+--- The generator's {seed, offset}.
+--- tide.set_rng_state(state)
+--- Restores a state from get_rng_state.
+--- tide.set_num_threads(n)
+--- The size of the thread pool of the CPU kernels (TIDE_NUM_THREADS; default: the cores).
+--- tide.get_num_threads() -> number
+--- The thread pool's size.
 function tide.manual_seed(n)
   if type(n) ~= "number" then argerr(1, "manual_seed", "number", n) end
   C.td_manual_seed(n)
@@ -295,6 +359,12 @@ function tide.set_num_threads(n) check(C.td_set_num_threads(n)) end
 function tide.get_num_threads() return C.td_get_num_threads() end
 -- what this process runs on, as torch.__config__: the thread count, OpenBLAS's
 -- kernels and the ISA level of compiled kernels
+--- tide.config() -> table
+--- What this process runs on: num_threads, blas_core (OpenBLAS's kernels), jit_isa (compiled code's ISA).
+--- tide.live_bytes() -> number
+--- Bytes held by live tensors and storages (the Lua GC is paced by it).
+--- tide.empty_cache()
+--- Frees the blocks the caching allocator keeps for reuse.
 function tide.config()
   return { num_threads = C.td_get_num_threads(), blas_core = ffi.string(C.td_blas_core()),
            jit_isa = ffi.string(C.td_jit_isa()), eager_isa = ffi.string(C.td_eager_isa()) }
@@ -302,6 +372,10 @@ end
 function tide.live_bytes() return tonumber(C.td_live_bytes()) end
 -- memory_stats(): storage bytes per device, as torch.cuda.memory_stats in short:
 -- { cpu = { live=, peak=, allocs=, cached= }, opencl = {...}, host_total= }
+--- tide.memory_stats() -> table
+--- Storage bytes per device: {cpu = {live, peak, allocs, cached}, opencl = {...}, host_total} (torch.cuda.memory_stats in short).
+--- tide.reset_peak_memory_stats()
+--- Starts the peak figures of memory_stats over from the live bytes.
 function tide.memory_stats()
   local m = ffi.new("td_mem_stats")
   C.td_memory_stats(m)
@@ -320,6 +394,14 @@ function tide.empty_cache() C.td_empty_cache() end
 -- tide.opencl, as torch.cuda: is_available() (never raises), device_count(),
 -- device_name([n]) (opens device n, default: the open one or TIDE_OPENCL_DEVICE
 -- or 0; one OpenCL device per process), current_device() (the open one, or nil)
+--- tide.opencl.device_count() -> number
+--- The number of OpenCL devices (0 without a driver; never raises).
+--- tide.opencl.is_available() -> boolean
+--- Whether there is an OpenCL device.
+--- tide.opencl.device_name([n]) -> string
+--- The device's name, opening device n (default: TIDE_OPENCL_DEVICE or 0; one device per process).
+--- tide.opencl.current_device() -> number or nil
+--- The index of the open device.
 tide.opencl = {}
 function tide.opencl.device_count()
   local ok, n = pcall(function() return C.td_opencl_device_count() end)
@@ -366,13 +448,15 @@ end
 
 -- submodules that require "tide" themselves load on first use (tide.data, ...)
 local lazy = { data = "tide.data", progress = "tide.progress", nn = "tide.nn", optim = "tide.optim",
-  checkpoint = "tide.checkpoint", profiler = "tide.profiler" }
-setmetatable(tide, { __index = function(t, k)
+  checkpoint = "tide.checkpoint", profiler = "tide.profiler", cmdline = "tide.cmdline" }
+setmetatable(tide, { __lazy = lazy, __index = function(t, k)     -- (__lazy: names for the REPL's completion)
   local m = lazy[k]
   if m then local v = require(m); rawset(t, k, v); return v end
 end })
 
 -- tide.compile(fn, opts) and tide.jit.to_dot / stats (tide.compile, loaded on first use)
+--- tide.compile(fn[, {fallback = "eager"|"error", name =, dynamic =}]) -> compiled
+--- A callable that traces fn once per input signature and runs it as fused kernels (C by libgccjit).
 function tide.compile(fn, opts) return require("tide.compile").compile(fn, opts) end
 tide.jit = setmetatable({}, { __index = function(t, k) return require("tide.compile")[k] end })
 

@@ -28,6 +28,8 @@ end
 
 -- -- Base ------------------------------------------------------------------------------------
 
+--- optim.lr_scheduler.LRScheduler
+--- The schedulers' base class: sched:step() once per epoch (or step) sets each group's lr.
 local LRScheduler = {}
 LRScheduler.__index = LRScheduler
 M.LRScheduler = LRScheduler
@@ -77,6 +79,8 @@ function LRScheduler:_initial_step()
 end
 
 -- step(): advance one epoch. step(epoch) (deprecated in PyTorch) jumps to epoch via the closed form.
+--- optim.lr_scheduler.LRScheduler:step([epoch])
+--- Advances one epoch and sets the optimizer's learning rates (epoch: jump there, deprecated).
 function LRScheduler:step(epoch)
   self._step_count = self._step_count + 1
   local values
@@ -94,9 +98,15 @@ function LRScheduler:step(epoch)
 end
 
 -- the lrs the last step() set, one per param group
+--- optim.lr_scheduler.LRScheduler:get_last_lr() -> table
+--- The learning rates the last step set, one per param group.
+--- optim.lr_scheduler.LRScheduler:get_lr() -> table
+--- The learning rates of the current epoch (each scheduler's rule; called by step).
 function LRScheduler:get_last_lr() return copy(self._last_lr) end
 
 -- every field but the optimizer (as PyTorch's state_dict)
+--- optim.lr_scheduler.LRScheduler:state_dict() -> table
+--- Every field but the optimizer (as PyTorch's).
 function LRScheduler:state_dict()
   local sd = {}
   for k, v in pairs(self) do
@@ -105,6 +115,8 @@ function LRScheduler:state_dict()
   return sd
 end
 
+--- optim.lr_scheduler.LRScheduler:load_state_dict(sd)
+--- Restores a state_dict of the same kind of scheduler.
 function LRScheduler:load_state_dict(sd)
   if type(sd) ~= "table" then argerr(1, "load_state_dict", "table expected, got " .. type(sd)) end
   if sd.name ~= nil and sd.name ~= self.name then
@@ -136,6 +148,8 @@ end
 
 -- -- StepLR, MultiStepLR, ExponentialLR ------------------------------------------------------
 
+--- optim.lr_scheduler.StepLR(optimizer, {step_size, gamma = 0.1, last_epoch})
+--- lr times gamma every step_size epochs.
 local StepLR = class("StepLR", { step_size = true, gamma = true }, function(self, o)
   self.step_size = number_opt("StepLR", o, "step_size", nil, true)
   if self.step_size < 1 or self.step_size ~= math.floor(self.step_size) then
@@ -155,6 +169,8 @@ function StepLR:_closed_form()
   return r
 end
 
+--- optim.lr_scheduler.MultiStepLR(optimizer, {milestones, gamma = 0.1})
+--- lr times gamma at each milestone epoch.
 local MultiStepLR = class("MultiStepLR", { milestones = true, gamma = true }, function(self, o)
   local ms = o.milestones
   if type(ms) ~= "table" then argerr(2, "MultiStepLR", "option 'milestones' (a list of epochs) is required") end
@@ -180,6 +196,8 @@ function MultiStepLR:_closed_form()
   return r
 end
 
+--- optim.lr_scheduler.ExponentialLR(optimizer, {gamma})
+--- lr times gamma every epoch.
 local ExponentialLR = class("ExponentialLR", { gamma = true }, function(self, o)
   self.gamma = number_opt("ExponentialLR", o, "gamma", nil, true)
 end)
@@ -197,6 +215,8 @@ end
 
 -- -- CosineAnnealingLR, LinearLR -------------------------------------------------------------
 
+--- optim.lr_scheduler.CosineAnnealingLR(optimizer, {T_max, eta_min = 0})
+--- Cosine annealing from the initial lr down to eta_min over T_max epochs.
 local Cosine = class("CosineAnnealingLR", { T_max = true, eta_min = true }, function(self, o)
   self.T_max = number_opt("CosineAnnealingLR", o, "T_max", nil, true)
   if self.T_max <= 0 then argerr(2, "CosineAnnealingLR", ("T_max must be positive, got %s"):format(tostring(self.T_max))) end
@@ -225,6 +245,8 @@ function Cosine:_closed_form()
   return r
 end
 
+--- optim.lr_scheduler.LinearLR(optimizer, {start_factor = 1/3, end_factor = 1, total_iters = 5})
+--- The lr's factor goes linearly from start_factor to end_factor over total_iters epochs.
 local LinearLR = class("LinearLR", { start_factor = true, end_factor = true, total_iters = true }, function(self, o)
   self.start_factor = number_opt("LinearLR", o, "start_factor", 1 / 3)
   self.end_factor = number_opt("LinearLR", o, "end_factor", 1)
@@ -255,6 +277,8 @@ end
 
 -- -- ConstantLR, LambdaLR --------------------------------------------------------------------
 
+--- optim.lr_scheduler.ConstantLR(optimizer, {factor = 1/3, total_iters = 5})
+--- lr times factor until total_iters, then the initial lr.
 local ConstantLR = class("ConstantLR", { factor = true, total_iters = true }, function(self, o)
   self.factor = number_opt("ConstantLR", o, "factor", 1 / 3)
   self.total_iters = number_opt("ConstantLR", o, "total_iters", 5)
@@ -279,6 +303,8 @@ function ConstantLR:_closed_form()
 end
 
 -- LambdaLR(opt, {lr_lambda = fn | {fn per group}}): lr = initial_lr * fn(epoch)
+--- optim.lr_scheduler.LambdaLR(optimizer, {lr_lambda})
+--- lr = initial lr * lr_lambda(epoch) (one function, or one per group).
 local LambdaLR = class("LambdaLR", { lr_lambda = true }, function(self, o, opt)
   local l = o.lr_lambda
   local n = #opt.param_groups
@@ -321,6 +347,8 @@ local function per_group(name, opt, key, v)
   return r
 end
 
+--- optim.lr_scheduler.OneCycleLR(optimizer, {max_lr, total_steps | epochs and steps_per_epoch, pct_start = 0.3, ...})
+--- The 1cycle policy (warm up to max_lr, then anneal), with momentum cycling; step once per batch.
 local OneCycleLR = class("OneCycleLR", { max_lr = true, total_steps = true, epochs = true, steps_per_epoch = true,
   pct_start = true, anneal_strategy = true, cycle_momentum = true, base_momentum = true, max_momentum = true,
   div_factor = true, final_div_factor = true, three_phase = true }, function(self, o, opt)
@@ -419,6 +447,8 @@ end
 
 -- -- SequentialLR ----------------------------------------------------------------------------
 
+--- optim.lr_scheduler.SequentialLR(optimizer, {schedulers, milestones})
+--- Runs schedulers one after another, switching at the milestone epochs.
 local SequentialLR = setmetatable({}, { __index = LRScheduler })
 SequentialLR.__index = SequentialLR
 M.SequentialLR = SequentialLR

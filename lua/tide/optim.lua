@@ -65,6 +65,8 @@ local function full(p, v) tide_mod = tide_mod or require "tide"; return tide_mod
 
 -- -- Optimizer base --------------------------------------------------------------------------
 
+--- optim.Optimizer
+--- The optimizers' base class: param_groups (each with params and hyperparameters), state, defaults.
 local Optimizer = {}
 Optimizer.__index = Optimizer
 optim.Optimizer = Optimizer
@@ -138,6 +140,8 @@ function Optimizer:__tostring()
 end
 
 -- add_param_group({params = {...}, lr = ...}): the other hyperparameters default to the optimizer's
+--- optim.Optimizer:add_param_group({params = {...}, lr = ...})
+--- Adds a group; its other hyperparameters default to the optimizer's.
 function Optimizer:add_param_group(group)
   if type(group) ~= "table" or is_tensor(group) then
     argerr(1, "add_param_group", "table with a 'params' list expected, got " .. typename(group))
@@ -153,6 +157,8 @@ function Optimizer:add_param_group(group)
 end
 
 -- zero_grad({set_to_none = true}): drop the gradients (default), or zero them in place
+--- optim.Optimizer:zero_grad([{set_to_none = true}])
+--- Drops the parameters' gradients (or zeroes them in place with set_to_none = false).
 function Optimizer:zero_grad(opts)
   local to_none = true
   if type(opts) == "boolean" then to_none = opts
@@ -171,6 +177,8 @@ function Optimizer:zero_grad(opts)
 end
 
 -- step(closure): closure (optional) re-evaluates the loss with grad enabled; returns its result
+--- optim.Optimizer:step([closure]) -> loss
+--- One update of every parameter from its .grad (closure: re-evaluates the loss first).
 function Optimizer:step(closure)
   local loss
   if closure ~= nil then
@@ -194,6 +202,8 @@ end
 
 -- state_dict(): {state = {[i] = {step =, <buffers> = Tensor}}, param_groups = {{lr =, ..., params = {i...}}}}
 -- Tensors are copies, so the dict stays valid while training continues.
+--- optim.Optimizer:state_dict() -> table
+--- {state = {[i] = buffers}, param_groups = {...}} with 1-based parameter indices (copies).
 function Optimizer:state_dict()
   local state, groups, idx = {}, {}, 0
   for gi, g in ipairs(self.param_groups) do
@@ -211,6 +221,8 @@ function Optimizer:state_dict()
   return { state = state, param_groups = groups }
 end
 
+--- optim.Optimizer:load_state_dict(sd)
+--- Restores a state_dict (buffers moved to each parameter's device and dtype).
 function Optimizer:load_state_dict(sd)
   local fname = "load_state_dict"
   if type(sd) ~= "table" or type(sd.param_groups) ~= "table" or type(sd.state) ~= "table" then
@@ -281,6 +293,8 @@ end
 
 -- -- SGD -------------------------------------------------------------------------------------
 
+--- optim.SGD(params, {lr, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false, maximize = false})
+--- Stochastic gradient descent, with momentum and Nesterov momentum as PyTorch's.
 local SGD = setmetatable({}, { __index = Optimizer })
 SGD.__index = SGD
 optim.SGD = setmetatable(SGD, { __index = Optimizer, __call = function(cls, params, opts)
@@ -377,11 +391,17 @@ local function adam_class(name, wd)
       maximize = false, fused = true }, adam_validate, params, opts)
   end })
 end
+--- optim.Adam(params[, {lr = 1e-3, betas = {0.9, 0.999}, eps = 1e-8, weight_decay = 0, amsgrad, maximize}])
+--- Adam (L2 weight decay added to the gradient); the update runs fused in C.
+--- optim.AdamW(params[, {lr = 1e-3, betas, eps, weight_decay = 1e-2, amsgrad, maximize}])
+--- Adam with decoupled weight decay.
 optim.Adam = adam_class("Adam", 0)
 optim.AdamW = adam_class("AdamW", 1e-2)
 
 -- -- RMSprop ---------------------------------------------------------------------------------
 
+--- optim.RMSprop(params[, {lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay, momentum, centered, maximize}])
+--- RMSprop as PyTorch's.
 local RMSprop = {}
 RMSprop.__index = RMSprop
 optim.RMSprop = setmetatable(RMSprop, { __index = Optimizer, __call = function(cls, params, opts)
@@ -425,6 +445,8 @@ end
 
 -- -- Adagrad ---------------------------------------------------------------------------------
 
+--- optim.Adagrad(params[, {lr = 1e-2, lr_decay, weight_decay, initial_accumulator_value, eps = 1e-10, maximize}])
+--- Adagrad as PyTorch's.
 local Adagrad = {}
 Adagrad.__index = Adagrad
 optim.Adagrad = setmetatable(Adagrad, { __index = Optimizer, __call = function(cls, params, opts)

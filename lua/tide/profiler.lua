@@ -61,6 +61,8 @@ local function collect()
 end
 
 -- profile(fn, {record_shapes=false}, ...) -> report, fn's results
+--- tide.profiler.profile(fn[, {record_shapes = false}], ...) -> report, fn's results
+--- Runs fn(...) with the profiler on; report:table{sort_by, limit}, report:export_chrome_trace(path).
 function P.profile(fn, opts, ...)
   if type(fn) ~= "function" then args.argerr(1, "profile", "function", fn) end
   opts = args.opts("profile", opts, "record_shapes", 2)
@@ -76,6 +78,8 @@ function P.profile(fn, opts, ...)
 end
 
 -- record_function(name, fn, ...): fn(...) as a named range of the profile
+--- tide.profiler.record_function(name, fn, ...) -> fn's results
+--- Runs fn(...) as a named range of the running profile.
 function P.record_function(name, fn, ...)
   if type(name) ~= "string" then args.argerr(1, "record_function", "string", name) end
   if type(fn) ~= "function" then args.argerr(2, "record_function", "function", fn) end

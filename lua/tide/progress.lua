@@ -37,6 +37,8 @@ local function clock()
   ffi.C.clock_gettime(1, ts)
   return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
 end
+--- tide.progress.clock() -> number
+--- A monotonic clock in seconds.
 P.clock = clock
 
 local Bar = {}
@@ -44,6 +46,8 @@ Bar.__index = Bar
 
 -- bar(total, {desc=, out=io.stdout, tty=auto, every=max(1, total/10), width=24, smoothing=0.1})
 -- Running values passed to update are averaged with exponential smoothing.
+--- tide.progress.bar(total[, {desc, out, tty, every, width, smoothing}]) -> bar
+--- A progress bar: bar:update(k, {loss = v}) adds k steps and running values, bar:close() ends it.
 function P.bar(total, opts)
   opts = args.opts("bar", opts, "desc out tty every width smoothing clock", 2)
   if total ~= nil and (type(total) ~= "number" or total < 0) then

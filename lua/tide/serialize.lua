@@ -350,7 +350,7 @@ local function encode_tree(v, entries)
     elseif tx == "string" then
       if not utf8_ok(x) then raise(("save: the string at %s is not valid UTF-8"):format(path_str(p))) end
       return jstr(x)
-    elseif tx == "table" and getmetatable(x) == nil then
+    elseif tx == "table" and (getmetatable(x) == nil or getmetatable(x) == tensor.shape_mt) then   -- sizes too
       if seen[x] then raise(("save: the table at %s contains itself"):format(path_str(p))) end
       seen[x] = true
       local nums, strs = {}, {}
@@ -385,6 +385,8 @@ local function encode_tree(v, entries)
   return enc(v, "")
 end
 
+--- tide.save(value, path)
+--- Writes tensors, or tables of them with numbers, strings and booleans, as a safetensors file (atomically).
 function M.save(value, path)
   if type(path) ~= "string" then tensor.argerr(2, "save", "string path", path) end
   local entries = {}
@@ -478,6 +480,8 @@ end
 M.file_shape_error = file_shape_error
 
 -- load(path, {mmap=true, device="cpu"}) -> value, metadata
+--- tide.load(path[, {mmap = true, device}]) -> value, metadata
+--- Reads a safetensors file (tide's nested values, or a flat name -> tensor table from elsewhere).
 function M.load(path, opts)
   opts = args.opts("load", opts, "mmap device", 2)
   local use_map = opts.mmap ~= false
@@ -599,6 +603,8 @@ end
 local NPY_DESCR = { [0] = "|b1", "|u1", "<i4", "<i8", "<f4", "<f8" }
 local NPY_ID = { ["|b1"] = 0, ["|u1"] = 1, ["<u1"] = 1, ["<i4"] = 2, ["<i8"] = 3, ["<f4"] = 4, ["<f8"] = 5 }
 
+--- tide.save_npy(x, path)
+--- Writes a tensor as a NumPy .npy file.
 function M.save_npy(x, path)
   if not is_tensor(x) then tensor.argerr(1, "save_npy", "Tensor", x) end
   if type(path) ~= "string" then tensor.argerr(2, "save_npy", "string path", path) end
@@ -686,6 +692,8 @@ local function parse_npy_header(h, fail)
   return d
 end
 
+--- tide.load_npy(path) -> Tensor
+--- Reads a NumPy .npy file.
 function M.load_npy(path)
   local f = open_read("load_npy", path)
   local function fail(msg)

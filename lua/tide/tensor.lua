@@ -9,6 +9,11 @@ local ffi, C, OP = core.ffi, core.C, core.OP
 local wrap, check, is_tensor, raise = core.wrap, core.check, core.is_tensor, core.raise
 local dtypes, dtype_of, dtype_id = core.dtypes, core.dtype_of, core.dtype_id
 
+--- tide.Tensor
+--- A strided view of typed memory on a device ("cpu", "opencl"); made by tide.tensor,
+--- tide.zeros, ...; methods are x:name(...) and most are also tide.name(x, ...).
+--- Properties: shape, dtype, device, grad, requires_grad, is_leaf, grad_fn, T, data.
+--- Dims, indices and labels are 1-based (negative from the end).
 local T = {}          -- methods
 local getters = {}    -- x.shape, x.grad, ...
 local setters = {}    -- x.grad = g, x.requires_grad = true
@@ -86,6 +91,78 @@ local function unop(id, fname)
 end
 
 -- elementwise ops: name -> method, tide.name, and the in-place name_
+--- Tensor:neg() -> Tensor
+--- -x elementwise (also x:negative() and the operator -x).
+--- Tensor:abs() -> Tensor
+--- |x| elementwise (also x:absolute()).
+--- Tensor:sign() -> Tensor
+--- -1, 0 or 1 by the sign of each element.
+--- Tensor:exp() -> Tensor
+--- e^x elementwise.
+--- Tensor:log() -> Tensor
+--- Natural logarithm elementwise.
+--- Tensor:log1p() -> Tensor
+--- log(1 + x) elementwise, accurate near 0.
+--- Tensor:expm1() -> Tensor
+--- e^x - 1 elementwise, accurate near 0.
+--- Tensor:sqrt() -> Tensor
+--- Square root elementwise.
+--- Tensor:rsqrt() -> Tensor
+--- 1 / sqrt(x) elementwise.
+--- Tensor:sin() -> Tensor
+--- Sine elementwise (radians).
+--- Tensor:cos() -> Tensor
+--- Cosine elementwise (radians).
+--- Tensor:tan() -> Tensor
+--- Tangent elementwise (radians).
+--- Tensor:tanh() -> Tensor
+--- Hyperbolic tangent elementwise.
+--- Tensor:sigmoid() -> Tensor
+--- 1 / (1 + e^-x) elementwise.
+--- Tensor:relu() -> Tensor
+--- max(x, 0) elementwise.
+--- Tensor:silu() -> Tensor
+--- x * sigmoid(x) elementwise (SiLU, swish).
+--- Tensor:erf() -> Tensor
+--- The error function elementwise.
+--- Tensor:floor() -> Tensor
+--- Rounds down elementwise.
+--- Tensor:ceil() -> Tensor
+--- Rounds up elementwise.
+--- Tensor:round() -> Tensor
+--- Rounds to the nearest integer elementwise, halves to even (as PyTorch).
+--- Tensor:logical_not() -> Tensor
+--- not x elementwise, as a bool tensor (nonzero is true).
+--- Tensor:add(y) -> Tensor
+--- x + y with broadcasting; y a tensor or a number (also the operator +).
+--- Tensor:sub(y) -> Tensor
+--- x - y with broadcasting (also x:subtract(y) and the operator -).
+--- Tensor:mul(y) -> Tensor
+--- x * y elementwise with broadcasting (also x:multiply(y) and the operator *).
+--- Tensor:div(y) -> Tensor
+--- x / y, true division (integers give the default float dtype; also x:divide(y) and /).
+--- Tensor:pow(y) -> Tensor
+--- x ^ y elementwise with broadcasting (also the operator ^).
+--- Tensor:minimum(y) -> Tensor
+--- The smaller of x and y elementwise (NaN propagates).
+--- Tensor:maximum(y) -> Tensor
+--- The larger of x and y elementwise (NaN propagates).
+--- Tensor:eq(y) -> Tensor
+--- x == y elementwise, a bool tensor (also x:equal_elems(y); Lua's == compares handles).
+--- Tensor:ne(y) -> Tensor
+--- x ~= y elementwise, a bool tensor.
+--- Tensor:lt(y) -> Tensor
+--- x < y elementwise, a bool tensor (also x:less(y)).
+--- Tensor:le(y) -> Tensor
+--- x <= y elementwise, a bool tensor.
+--- Tensor:gt(y) -> Tensor
+--- x > y elementwise, a bool tensor (also x:greater(y)).
+--- Tensor:ge(y) -> Tensor
+--- x >= y elementwise, a bool tensor.
+--- Tensor:logical_and(y) -> Tensor
+--- x and y elementwise, a bool tensor (nonzero is true).
+--- Tensor:logical_or(y) -> Tensor
+--- x or y elementwise, a bool tensor (nonzero is true).
 local unary = { "neg", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
   "tan", "tanh", "sigmoid", "relu", "silu", "erf", "floor", "ceil", "round", "logical_not" }
 local binary = { "add", "sub", "mul", "div", "pow", "minimum", "maximum", "eq", "ne", "lt", "le",
@@ -95,6 +172,8 @@ for _, n in ipairs(binary) do T[n] = binop(OP[n], n) end
 T.negative, T.absolute, T.multiply, T.divide, T.subtract = T.neg, T.abs, T.mul, T.div, T.sub
 T.greater, T.less, T.equal_elems = T.gt, T.lt, T.eq
 
+--- Tensor:gelu([{approximate = "none"|"tanh"}]) -> Tensor
+--- GELU: x * Phi(x), or its tanh approximation.
 function T.gelu(x, opts)
   targ(x, 1, "gelu")
   local at = attrs()
@@ -120,12 +199,18 @@ local function clamp_attrs(fname, lo, hi)
   return at
 end
 
+--- Tensor:clamp(lo, hi) -> Tensor
+--- Limits elements to [lo, hi]; either bound may be nil; also clamp{min=, max=} and x:clip.
 function T.clamp(x, lo, hi)
   targ(x, 1, "clamp")
   return op1(OP.clamp, x, clamp_attrs("clamp", lo, hi))
 end
 T.clip = T.clamp
 
+--- tide.where(cond, a, b) -> Tensor
+--- a where cond is true, else b, with broadcasting; a and b tensors or numbers.
+--- Tensor:where(a, b) -> Tensor
+--- cond:where(a, b) is tide.where(cond, a, b).
 function M.where(cond, a, b)
   targ(cond, 1, "where")
   if not is_tensor(a) then a = number_tensor(a) end
@@ -173,20 +258,44 @@ local function on_device_of(x, v)
   end
   return wrap(C.td_to_device(v.p, x.device_type, -1), 3)
 end
+--- Tensor:copy_(src) -> self
+--- Writes src (broadcast, converted, from any device) into x.
 function T.copy_(x, src) return inplace(OP.copy, "copy_", x, { on_device_of(x, src) }) end
+--- Tensor:fill_(v) -> self
+--- Sets every element to the number v.
 function T.fill_(x, v)
   if type(v) ~= "number" and type(v) ~= "boolean" and not is_tensor(v) then argerr(2, "fill_", "number", v) end
   return inplace(OP.copy, "fill_", x, { on_device_of(x, v) })
 end
+--- Tensor:zero_() -> self
+--- Sets every element to 0.
 function T.zero_(x) return inplace(OP.copy, "zero_", x, { on_device_of(x, 0) }) end
 function T.clamp_(x, lo, hi) return inplace(OP.clamp, "clamp_", x, { x }, clamp_attrs("clamp_", lo, hi)) end
 function T.masked_fill_(x, mask, v) return inplace(OP.where, "masked_fill_", x, { mask, v, x }) end
 
 -- -- Properties --------------------------------------------------------------------------------
 
+--- Tensor:dim() -> number
+--- The number of dims.
+--- Tensor:numel() -> number
+--- The number of elements (also x:nelement()).
 function T.dim(x) return x.ndim end
 function T.numel(x) return tonumber(x.nelem) end
 T.nelement = T.numel
+-- Sizes and strides print as [2, 3] and compare by value (a == b); they are
+-- plain arrays otherwise (s[1], #s, unpack(s), tide.save)
+--- Tensor:size([d]) -> sizes or number
+--- The sizes as a table that prints as [2, 3] (x.shape is the same), or the size of dim d.
+--- Tensor:stride([d]) -> strides or number
+--- The strides in elements, or the stride of dim d.
+local shape_mt = { __tostring = function(s) return "[" .. table.concat(s, ", ") .. "]" end,
+  __eq = function(a, b)
+    if #a ~= #b then return false end
+    for i = 1, #a do if a[i] ~= b[i] then return false end end
+    return true
+  end }
+M.shape_mt = shape_mt
+
 -- x:size() / x:size(d), x:stride() / x:stride(d): one read of the raw fields
 local function geometry(field, fname)
   return function(x, d)
@@ -194,12 +303,18 @@ local function geometry(field, fname)
     if d == nil then
       local s = {}
       for i = 0, f.ndim - 1 do s[i + 1] = tonumber(f[field][i]) end
-      return s
+      return setmetatable(s, shape_mt)
     end
     return tonumber(f[field][dim1(d, f.ndim, fname) - 1])
   end
 end
 T.size, T.stride = geometry("sizes", "size"), geometry("strides", "stride")
+--- Tensor:is_contiguous() -> boolean
+--- Whether the elements lie in row-major order with no gaps.
+--- Tensor:is_floating_point() -> boolean
+--- Whether the dtype is float32 or float64.
+--- Tensor:element_size() -> number
+--- Bytes per element.
 function T.is_contiguous(x) return C.td_is_contiguous(x.p) ~= 0 end
 function T.is_floating_point(x) return x.scalar_type >= 4 end
 function T.element_size(x) return C.td_dtype_size(x.scalar_type) end
@@ -214,13 +329,25 @@ for _, f in ipairs { "ndim", "scalar_type", "device_type", "sizes", "strides", "
   getters[f] = function(x) return ffi.cast(FIELDS, x.p)[f] end
 end
 
-local shape_mt = { __tostring = function(s) return "[" .. table.concat(s, ", ") .. "]" end,
-  __eq = function(a, b)
-    if #a ~= #b then return false end
-    for i = 1, #a do if a[i] ~= b[i] then return false end end
-    return true
-  end }
-getters.shape = function(x) return setmetatable(T.size(x), shape_mt) end
+--- Tensor.shape
+--- The sizes (x:size()), printing as [2, 3]; x.shape[1] is the first.
+--- Tensor.dtype
+--- The dtype object (tide.float32, ...).
+--- Tensor.device
+--- "cpu" or "opencl:N".
+--- Tensor.requires_grad
+--- Whether autograd tracks the tensor; assignable (x.requires_grad = true).
+--- Tensor.is_leaf
+--- Whether the tensor was made by the user (not by an op on tensors that require grad).
+--- Tensor.grad
+--- The accumulated gradient of a leaf after backward, or nil; assignable.
+--- Tensor.grad_fn
+--- The name of the op that made it (PyTorch's, e.g. "MulBackward0"), or nil for leaves.
+--- Tensor.T
+--- The dims reversed (a view).
+--- Tensor.data
+--- x:detach().
+getters.shape = function(x) return T.size(x) end
 getters.dtype = function(x) return dtype_of[x.scalar_type] end
 getters.device = function(x)
   if x.device_type == 0 then return "cpu" end
@@ -246,11 +373,19 @@ setters.grad = function(x, g)
 end
 setters.requires_grad = function(x, b) check(C.td_set_requires_grad(x.p, b and 1 or 0), 3) end
 
+--- Tensor:requires_grad_([on = true]) -> self
+--- Makes autograd track x (a leaf) or stop tracking it.
 function T.requires_grad_(x, b)
   if b == nil then b = true end
   check(C.td_set_requires_grad(x.p, b and 1 or 0))
   return x
 end
+--- Tensor:retain_grad() -> self
+--- Keeps .grad of a non-leaf tensor after backward.
+--- Tensor:detach() -> Tensor
+--- The same values without autograd history (shares memory).
+--- Tensor:detach_()
+--- Not supported (raises): use x = x:detach().
 function T.retain_grad(x) check(C.td_retain_grad(x.p)); return x end
 function T.detach(x) return wrap(C.td_detach(x.p)) end
 function T.detach_(x)
@@ -279,6 +414,8 @@ M.check_device = check_device
 
 -- to(dtype), to(device), to(device, dtype), to({device=, dtype=}): a copy, or x when nothing changes
 -- and to(other): other's device and dtype
+--- Tensor:to(device | dtype | other [, dtype]) -> Tensor
+--- A copy on another device ("cpu", "opencl", "opencl:N") and/or dtype, or x itself when nothing changes.
 function T.to(x, d, d2)
   if is_tensor(d) then d, d2 = d.device, d.dtype
   elseif type(d) == "table" and not d.id then d, d2 = d.device or d.dtype, d.device and d.dtype end
@@ -296,12 +433,34 @@ function T.to(x, d, d2)
   local at = attrs(); at.dtype = id
   return op1(OP.cast, x, at)
 end
+--- Tensor:cpu() -> Tensor
+--- x on the CPU (x itself if it is there).
+--- Tensor:opencl([n]) -> Tensor
+--- x on the OpenCL device (n: the device index).
+--- Tensor:type([dtype]) -> string or Tensor
+--- The type name ("tide.float32"), or x converted to dtype.
+--- Tensor:float() -> Tensor
+--- x as float32 (also double, long (int64), int (int32), bool, byte (uint8)).
+--- Tensor:double() -> Tensor
+--- x as float64.
+--- Tensor:long() -> Tensor
+--- x as int64.
+--- Tensor:int() -> Tensor
+--- x as int32.
+--- Tensor:bool() -> Tensor
+--- x as bool (nonzero is true).
+--- Tensor:byte() -> Tensor
+--- x as uint8.
 function T.cpu(x) return T.to(x, "cpu") end
 function T.opencl(x, n) return T.to(x, n and ("opencl:" .. n) or "opencl") end
 T.type = function(x, d) if d == nil then return "tide." .. dtype_of[x.scalar_type].name end return T.to(x, d) end
 for name, d in pairs { float = "float32", double = "float64", long = "int64", int = "int32", bool = "bool", byte = "uint8" } do
   T[name] = function(x) return T.to(x, d) end
 end
+--- Tensor:clone() -> Tensor
+--- A contiguous copy (differentiable).
+--- Tensor:contiguous() -> Tensor
+--- x if contiguous, else a contiguous copy.
 function T.clone(x) targ(x, 1, "clone"); return op1(OP.copy, x, nil) end
 function T.contiguous(x)
   targ(x, 1, "contiguous")
@@ -317,6 +476,12 @@ local function read_all(x)
   return dbuf, n
 end
 
+--- Tensor:item() -> number or boolean
+--- The value of a one-element tensor.
+--- Tensor:totable() -> table
+--- The values as nested Lua tables (a number for a 0-dim tensor; PyTorch's tolist).
+--- Tensor:tolist() -> table
+--- x:totable().
 local item_buf = ffi.new("double[1]")
 function T.item(x)
   check(C.td_item(x.p, item_buf))
@@ -358,8 +523,14 @@ local function shape_op(id, fname)
     return op1(id, x, at)
   end
 end
+--- Tensor:view(size...) -> Tensor
+--- The same memory seen with another shape (one size may be -1); the strides must allow it.
+--- Tensor:expand(size...) -> Tensor
+--- Size-1 dims repeated to size without copying (-1 keeps a dim).
 T.view = shape_op(OP.view, "view")
 T.expand = shape_op(OP.expand, "expand")
+--- Tensor:reshape(size...) -> Tensor
+--- x:view(...) when possible, else a copy with that shape.
 function T.reshape(x, ...)
   targ(x, 1, "reshape")
   local s = shape_of("reshape", ...)
@@ -375,10 +546,18 @@ function T.reshape(x, ...)
   if p == nil then raise((core.last_error():gsub("^view:", "reshape:"))) end
   return wrap(p)
 end
+--- Tensor:view_as(y) -> Tensor
+--- x:view(y:size()).
+--- Tensor:reshape_as(y) -> Tensor
+--- x:reshape(y:size()).
+--- Tensor:expand_as(y) -> Tensor
+--- x:expand(y:size()).
 function T.view_as(x, y) targ(y, 2, "view_as"); return T.view(x, T.size(y)) end
 function T.reshape_as(x, y) targ(y, 2, "reshape_as"); return T.reshape(x, T.size(y)) end
 function T.expand_as(x, y) targ(y, 2, "expand_as"); return T.expand(x, T.size(y)) end
 
+--- Tensor:permute(dims...) -> Tensor
+--- The dims reordered (a view): x:permute(2, 1) swaps two dims.
 function T.permute(x, ...)
   targ(x, 1, "permute")
   local p = ...
@@ -386,6 +565,8 @@ function T.permute(x, ...)
   return op1(OP.permute, x, args.dims_into(attrs(), p, "permute", 2))
 end
 
+--- Tensor:transpose(d1, d2) -> Tensor
+--- Dims d1 and d2 swapped (a view).
 function T.transpose(x, d1, d2)
   targ(x, 1, "transpose")
   local n = x.ndim
@@ -395,6 +576,8 @@ function T.transpose(x, d1, d2)
   p[a], p[b] = p[b], p[a]
   return T.permute(x, p)
 end
+--- Tensor:t() -> Tensor
+--- The transpose of a 2-D tensor (1-D and 0-D: x itself).
 function T.t(x)
   targ(x, 1, "t")
   if x.ndim > 2 then raise(("t: expects a tensor with <= 2 dims, got %d dims (use transpose)"):format(x.ndim), 2) end
@@ -403,6 +586,8 @@ function T.t(x)
 end
 
 -- narrow(dim, start, length): start is 1-based (negative from the end)
+--- Tensor:narrow(d, start, length) -> Tensor
+--- length elements of dim d from index start (1-based), a view.
 function T.narrow(x, d, start, len)
   targ(x, 1, "narrow")
   local dd = dim1(d, x.ndim, "narrow")
@@ -421,6 +606,8 @@ end
 
 -- slice(dim, start, stop, step): 1-based inclusive start and stop (Torch7 ranges,
 -- negative from the end), clamped to the dim like Python slices
+--- Tensor:slice(d, start, stop[, step]) -> Tensor
+--- Indices start..stop of dim d, inclusive and 1-based (Torch7 ranges), every step-th; a view.
 function T.slice(x, d, start, stop, step)
   targ(x, 1, "slice")
   local dd = dim1(d, x.ndim, "slice")
@@ -440,6 +627,8 @@ function T.slice(x, d, start, stop, step)
   return op1(OP.slice, x, at)
 end
 
+--- Tensor:select(d, i) -> Tensor
+--- Index i of dim d (1-based), the dim removed; a view.
 function T.select(x, d, idx)
   targ(x, 1, "select")
   local at = attrs()
@@ -450,6 +639,8 @@ function T.select(x, d, idx)
   return op1(OP.select, x, at)
 end
 
+--- Tensor:unsqueeze(d) -> Tensor
+--- A size-1 dim inserted at position d (a view).
 function T.unsqueeze(x, d)
   targ(x, 1, "unsqueeze")
   local p = dim1(d, x.ndim, "unsqueeze", 2, 1)
@@ -459,6 +650,8 @@ function T.unsqueeze(x, d)
 end
 
 -- squeeze() drops every size-1 dim; squeeze(d) only dim d (if its size is 1)
+--- Tensor:squeeze([d]) -> Tensor
+--- Size-1 dims removed (all of them, or only dim d).
 function T.squeeze(x, d)
   targ(x, 1, "squeeze")
   local s, r = T.size(x), {}
@@ -470,6 +663,8 @@ function T.squeeze(x, d)
 end
 
 -- flatten(start=1, end=-1): dims start..end become one (a view when strides allow)
+--- Tensor:flatten([start = 1[, end = -1]]) -> Tensor
+--- Dims start..end merged into one.
 function T.flatten(x, s, e)
   targ(x, 1, "flatten")
   local n = x.ndim
@@ -486,6 +681,8 @@ function T.flatten(x, s, e)
 end
 
 -- unflatten(d, sizes): dim d becomes sizes (one of them may be -1)
+--- Tensor:unflatten(d, sizes) -> Tensor
+--- Dim d split into sizes (a table; one may be -1).
 function T.unflatten(x, d, sizes)
   targ(x, 1, "unflatten")
   local sz = T.size(x)
@@ -525,6 +722,14 @@ local function red_attrs(fname, x, dims, keep)
 end
 M.red_attrs = red_attrs
 
+--- Tensor:sum([dims[, keepdim]]) -> Tensor
+--- The sum over all elements, or over dim(s) dims (a number or a table); keepdim keeps them as size 1.
+--- Tensor:mean([dims[, keepdim]]) -> Tensor
+--- The mean over all elements or over dims.
+--- Tensor:prod([dims[, keepdim]]) -> Tensor
+--- The product over all elements or over dims.
+--- Tensor:logsumexp([dims[, keepdim]]) -> Tensor
+--- log(sum(exp(x))) over dims, computed stably.
 for _, n in ipairs { "sum", "mean", "prod", "logsumexp" } do
   local id = OP[n]
   T[n] = function(x, dims, keep)
@@ -533,6 +738,10 @@ for _, n in ipairs { "sum", "mean", "prod", "logsumexp" } do
   end
 end
 
+--- Tensor:argmax([dim[, keepdim]]) -> Tensor
+--- The 1-based index of the largest element (of the flattened tensor, or along dim).
+--- Tensor:argmin([dim[, keepdim]]) -> Tensor
+--- The 1-based index of the smallest element.
 for _, n in ipairs { "argmax", "argmin" } do
   local id = OP[n]
   T[n] = function(x, dims, keep)
@@ -543,6 +752,10 @@ for _, n in ipairs { "argmax", "argmin" } do
 end
 
 -- max(), max(dim[, keepdim]) -> values, indices (1-based); max(tensor) -> maximum
+--- Tensor:max([dim[, keepdim]]) -> Tensor[, Tensor]
+--- The largest element; along dim: values and their 1-based indices; x:max(y): tide.maximum.
+--- Tensor:min([dim[, keepdim]]) -> Tensor[, Tensor]
+--- The smallest element; along dim: values and their 1-based indices; x:min(y): tide.minimum.
 for _, n in ipairs { "max", "min" } do
   local id, elementwise = OP[n], n == "max" and T.maximum or T.minimum
   T[n] = function(x, dims, keep)
@@ -559,6 +772,10 @@ for _, n in ipairs { "max", "min" } do
   end
 end
 -- amax/amin: values only; tied maxima share the gradient (max(dim) sends it to the index)
+--- Tensor:amax([dims[, keepdim]]) -> Tensor
+--- The largest values over dims (no indices; ties share the gradient).
+--- Tensor:amin([dims[, keepdim]]) -> Tensor
+--- The smallest values over dims (no indices; ties share the gradient).
 for _, n in ipairs { "amax", "amin" } do
   local id = n == "amax" and OP.max or OP.min
   T[n] = function(x, dims, keep)
@@ -570,6 +787,10 @@ for _, n in ipairs { "amax", "amin" } do
 end
 
 -- var/std(dim, {correction=1 | unbiased=true, keepdim=false})
+--- Tensor:var([dims[, {correction = 1, keepdim = false}]]) -> Tensor
+--- The variance over dims (correction 1: unbiased; 0: population; also unbiased = false).
+--- Tensor:std([dims[, {correction = 1, keepdim = false}]]) -> Tensor
+--- The standard deviation over dims.
 for _, n in ipairs { "var", "std" } do
   local id = OP[n]
   T[n] = function(x, dims, opts)
@@ -587,6 +808,8 @@ for _, n in ipairs { "var", "std" } do
 end
 
 -- norm(p=2, dim, keepdim)
+--- Tensor:norm([p = 2[, dims[, keepdim]]]) -> Tensor
+--- The p-norm over all elements or dims (p a number, "fro" or "inf").
 function T.norm(x, p, dims, keep)
   targ(x, 1, "norm")
   if p == "fro" or p == nil then p = 2 elseif p == "inf" then p = math.huge end
@@ -598,6 +821,10 @@ function T.norm(x, p, dims, keep)
   return op1(OP.norm, x, at)
 end
 
+--- Tensor:softmax(dim) -> Tensor
+--- exp(x) / sum(exp(x)) along dim, computed stably.
+--- Tensor:log_softmax(dim) -> Tensor
+--- log(softmax(x, dim)), computed stably.
 for _, n in ipairs { "softmax", "log_softmax" } do
   local id = OP[n]
   T[n] = function(x, d)
@@ -611,6 +838,8 @@ end
 
 -- -- Contraction ------------------------------------------------------------------------------
 
+--- Tensor:matmul(b) -> Tensor
+--- Matrix product: 1-D (dot), 2-D, and batched with broadcasting over leading dims.
 function T.matmul(a, b)
   targ(a, 1, "matmul"); targ(b, 2, "matmul")
   return op2(OP.matmul, a, b)
@@ -627,10 +856,20 @@ local function fixed_rank(name, ra, rb, what, same_batch)
     return op2(OP.matmul, a, b)
   end
 end
+--- Tensor:mm(b) -> Tensor
+--- The product of two 2-D tensors.
+--- Tensor:bmm(b) -> Tensor
+--- Batched product of 3-D tensors with the same batch size.
+--- Tensor:dot(b) -> Tensor
+--- The dot product of two 1-D tensors.
+--- Tensor:mv(v) -> Tensor
+--- Matrix (2-D) times vector (1-D).
 fixed_rank("mm", 2, 2, "2-D tensors")
 fixed_rank("bmm", 3, 3, "3-D tensors with the same batch size", true)
 fixed_rank("dot", 1, 1, "1-D tensors")
 fixed_rank("mv", 2, 1, "a 2-D and a 1-D tensor")
+--- Tensor:outer(b) -> Tensor
+--- The outer product of two 1-D tensors (also x:ger(b)).
 function T.outer(a, b)
   targ(a, 1, "outer"); targ(b, 2, "outer")
   if a.ndim ~= 1 or b.ndim ~= 1 then
@@ -640,6 +879,8 @@ function T.outer(a, b)
 end
 T.ger = T.outer
 -- addmm(c, a, b, {beta=1, alpha=1}) = beta c + alpha (a @ b)
+--- Tensor:addmm(a, b[, {beta = 1, alpha = 1}]) -> Tensor
+--- beta * c + alpha * (a @ b), c being the tensor it is called on.
 function T.addmm(c, a, b, opts)
   targ(c, 1, "addmm")
   opts = args.opts("addmm", opts, "beta alpha", 4)
@@ -691,16 +932,28 @@ local function index_op(name, id, with_src)
     end
   end
 end
+--- Tensor:index_select(d, idx) -> Tensor
+--- The entries of dim d at the 1-based integer indices idx (a copy).
+--- Tensor:gather(d, idx) -> Tensor
+--- out[i][j] = x[idx[i][j]][j] for d = 1 (and so on): values picked along d at 1-based indices.
+--- Tensor:scatter_add(d, idx, src) -> Tensor
+--- A copy of x with src added at the 1-based indices idx along d (the reverse of gather).
+--- Tensor:index_add(d, idx, src) -> Tensor
+--- A copy of x with the slices of src added at the 1-based indices idx of dim d.
 index_op("index_select", OP.index_select)
 index_op("gather", OP.gather)
 index_op("scatter_add", OP.scatter_add, true)
 index_op("index_add", OP.index_add, true)
 
+--- Tensor:masked_fill(mask, v) -> Tensor
+--- x with v where the bool mask is true (broadcast).
 function T.masked_fill(x, mask, v)
   targ(x, 1, "masked_fill"); targ(mask, 2, "masked_fill")
   return M.where(mask, v, x)
 end
 
+--- tide.cat(tensors[, dim = 1]) -> Tensor
+--- The tensors joined along dim (also tide.concat, tide.concatenate).
 function M.cat(list, d)
   if type(list) ~= "table" or #list == 0 then argerr(1, "cat", "non-empty table of Tensors", list) end
   if #list > 64 then raise("cat: at most 64 tensors at once, got " .. #list, 2) end
@@ -710,6 +963,8 @@ function M.cat(list, d)
 end
 M.concat, M.concatenate = M.cat, M.cat
 
+--- tide.stack(tensors[, dim = 1]) -> Tensor
+--- The tensors (same shape) joined along a new dim.
 function M.stack(list, d)
   if type(list) ~= "table" or #list == 0 then argerr(1, "stack", "non-empty table of Tensors", list) end
   d = d or 1
@@ -724,6 +979,8 @@ function M.stack(list, d)
 end
 
 -- split(x, size | {sizes}, dim) -> list of views
+--- Tensor:split(size | sizes[, dim = 1]) -> list of Tensor
+--- Views of pieces of size elements along dim (the last may be smaller), or of the given sizes.
 function T.split(x, size, d)
   targ(x, 1, "split")
   d = d or 1
@@ -742,6 +999,8 @@ function T.split(x, size, d)
   end
   return parts
 end
+--- Tensor:chunk(k[, dim = 1]) -> list of Tensor
+--- At most k views of nearly equal size along dim.
 function T.chunk(x, k, d)
   targ(x, 1, "chunk")
   if not args.is_int(k) or k < 1 then argerr(2, "chunk", "positive integer number of chunks", k) end
@@ -750,6 +1009,8 @@ function T.chunk(x, k, d)
 end
 
 -- embedding(idx, weight): rows of weight (V, D) at 1-based indices idx (any shape) -> idx.shape .. {D}
+--- tide.embedding(idx, weight) -> Tensor
+--- The rows of weight (V, D) at the 1-based indices idx (any shape): idx.shape .. {D}.
 function M.embedding(idx, weight)
   targ(weight, 2, "embedding")
   if not is_tensor(idx) then argerr(1, "embedding", "Tensor of indices", idx) end
@@ -760,6 +1021,8 @@ function M.embedding(idx, weight)
 end
 
 -- one_hot(idx, n): 1-based class labels -> int64 tensor idx.shape .. {n}
+--- tide.one_hot(labels[, n]) -> Tensor
+--- int64 one-hot rows of n classes for 1-based integer labels: labels.shape .. {n}.
 function M.one_hot(idx, n)
   if not is_tensor(idx) then argerr(1, "one_hot", "Tensor of indices", idx) end
   local st = idx.scalar_type
@@ -804,12 +1067,16 @@ end
 
 -- im2col(x, kernel_size, {stride=1, padding=0, dilation=1}): x (N, C, H, W) ->
 -- (N, C*kh*kw, L), column l holding the window at output position l (row-major)
+--- tide.im2col(x, kernel_size[, {stride, padding, dilation}]) -> Tensor
+--- Sliding windows of x (N, C, H, W) as columns (N, C*kh*kw, L) (PyTorch's F.unfold).
 function M.im2col(x, kernel, opts)
   targ(x, 1, "im2col")
   return op1(OP.unfold, x, window_attrs("im2col", kernel, opts, 3))
 end
 
 -- col2im(cols, output_size, kernel_size, opts): the adjoint, summing overlapping windows
+--- tide.col2im(cols, output_size, kernel_size[, opts]) -> Tensor
+--- The adjoint of im2col: columns summed back into (N, C, H, W) (PyTorch's F.fold).
 function M.col2im(cols, output_size, kernel, opts)
   targ(cols, 1, "col2im")
   local o = pair(output_size, "output_size", "col2im", 1)
@@ -861,8 +1128,11 @@ mt.__newindex = function(x, k, v)
 end
 mt.__tostring = function(x) return M.tostring(x) end
 M.mt = mt
+M.getters = getters       -- (the REPL's completion lists them)
 
 -- Release the tensor's memory now instead of at the next collection; x is unusable after.
+--- Tensor:free()
+--- Releases the memory now; x is unusable after (never required: the GC frees it).
 function T.free(x)
   local p = x.p
   x.p = nil

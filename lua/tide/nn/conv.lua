@@ -27,6 +27,8 @@ local function check4(fname, x)
 end
 
 -- conv2d(input, weight, bias, {stride=1, padding=0, dilation=1, groups=1})
+--- F.conv2d(x, weight[, bias][, {stride = 1, padding = 0, dilation = 1, groups = 1}]) -> Tensor
+--- 2-D convolution of x (N, C, H, W) with weight (O, C/groups, kh, kw).
 function F.conv2d(x, w, b, opts)
   opts = args.opts("conv2d", opts, "stride padding dilation groups", 4)
   check4("conv2d", x)
@@ -51,6 +53,8 @@ function F.conv2d(x, w, b, opts)
 end
 
 -- conv1d(input (N, C, L), weight (O, C/groups, k), bias, opts): conv2d over a 1-row plane
+--- F.conv1d(x, weight[, bias][, opts]) -> Tensor
+--- 1-D convolution of x (N, C, L) with weight (O, C/groups, k); opts as conv2d.
 function F.conv1d(x, w, b, opts)
   opts = args.opts("conv1d", opts, "stride padding dilation groups", 4)
   if not is_tensor(x) or x:dim() ~= 3 then
@@ -83,6 +87,8 @@ end
 -- max_pool2d(x, kernel_size, {stride=kernel_size, padding=0, dilation=1, return_indices=false})
 -- The padding must never win: the windows are taken of x shifted to be > 0, so
 -- im2col's zero padding is below every real value.
+--- F.max_pool2d(x, kernel_size[, {stride = kernel_size, padding = 0, dilation = 1, return_indices}]) -> Tensor
+--- The maximum of each window of x (N, C, H, W).
 function F.max_pool2d(x, kernel, opts)
   opts = args.opts("max_pool2d", opts, "stride padding dilation return_indices ceil_mode", 3)
   if opts.ceil_mode then raise("max_pool2d: ceil_mode=true is not supported") end
@@ -100,6 +106,8 @@ function F.max_pool2d(x, kernel, opts)
 end
 
 -- avg_pool2d(x, kernel_size, {stride=kernel_size, padding=0}): count_include_pad, as PyTorch's default
+--- F.avg_pool2d(x, kernel_size[, {stride = kernel_size, padding = 0}]) -> Tensor
+--- The mean of each window (padding counted, as PyTorch's default).
 function F.avg_pool2d(x, kernel, opts)
   opts = args.opts("avg_pool2d", opts, "stride padding ceil_mode count_include_pad", 3)
   if opts.ceil_mode then raise("avg_pool2d: ceil_mode=true is not supported") end
@@ -123,6 +131,8 @@ end
 -- floor(i H / OH) .. ceil((i+1) H / OH) - 1 (0-based), as PyTorch. Sizes that
 -- divide the input are an average pool; others are y = A_h x A_w^T with the
 -- averaging matrices above (two matmuls, any output size, differentiable).
+--- F.adaptive_avg_pool2d(x, output_size) -> Tensor
+--- Average pooling of x (N, C, H, W) to output_size (a number or {OH, OW}).
 function F.adaptive_avg_pool2d(x, output_size)
   check4("adaptive_avg_pool2d", x)
   local o = type(output_size) == "number" and { output_size, output_size } or output_size
@@ -144,6 +154,8 @@ end
 -- x (N, C) or (N, C, ...): statistics over every dim but 2. In training the batch
 -- statistics normalize (biased variance) and the running ones are updated in
 -- place with the unbiased variance, as PyTorch.
+--- F.batch_norm(x, running_mean, running_var[, weight[, bias]][, {training = false, momentum = 0.1, eps = 1e-5}]) -> Tensor
+--- Normalizes x (N, C, ...) per channel, by batch statistics in training (updating the running ones), else by the running ones.
 function F.batch_norm(x, rm, rv, w, b, opts)
   opts = args.opts("batch_norm", opts, "training momentum eps", 6)
   if not is_tensor(x) or x:dim() < 2 then

@@ -22,6 +22,8 @@ end
 -- -- Linear layers -----------------------------------------------------------------------------
 
 -- linear(x (*, in), weight (out, in), bias (out) | nil) -> (*, out) = x W^T + b
+--- F.linear(x, weight[, bias]) -> Tensor
+--- x (*, in) W^T + b with weight (out, in): (*, out).
 function F.linear(x, weight, bias)
   targ(x, 1, "linear"); targ(weight, 2, "linear"); optarg(bias, 3, "linear")
   if weight.ndim ~= 2 then raise(("linear: weight must be 2-D (out, in), got %s"):format(shape_str(weight))) end
@@ -43,6 +45,8 @@ end
 
 -- bilinear(x1 (*, in1), x2 (*, in2), weight (out, in1, in2), bias (out) | nil) -> (*, out)
 -- y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]
+--- F.bilinear(x1, x2, weight[, bias]) -> Tensor
+--- y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o].
 function F.bilinear(x1, x2, weight, bias)
   targ(x1, 1, "bilinear"); targ(x2, 2, "bilinear"); targ(weight, 3, "bilinear"); optarg(bias, 4, "bilinear")
   if weight.ndim ~= 3 then raise(("bilinear: weight must be 3-D (out, in1, in2), got %s"):format(shape_str(weight))) end
@@ -67,6 +71,8 @@ end
 
 -- embedding(idx, weight (num, dim), {padding_idx=}) -> idx.shape .. {dim}; indices are 1-based.
 -- Rows looked up at padding_idx pass no gradient to the weight, as in PyTorch.
+--- F.embedding(idx, weight[, {padding_idx}]) -> Tensor
+--- Rows of weight (num, dim) at 1-based int64 indices; the padding row gets no gradient.
 function F.embedding(idx, weight, opts)
   if not is_tensor(idx) then argerr(1, "embedding", "Tensor of indices", idx) end
   targ(weight, 2, "embedding")
@@ -113,6 +119,8 @@ end
 
 -- layer_norm(x, normalized_shape, weight, bias, eps=1e-5): normalize over the trailing
 -- dims with the biased variance; y = (x - mean) / sqrt(var + eps) * weight + bias
+--- F.layer_norm(x, normalized_shape[, weight[, bias[, eps = 1e-5]]]) -> Tensor
+--- (x - mean) / sqrt(var + eps) * weight + bias over the trailing dims.
 function F.layer_norm(x, normalized_shape, weight, bias, eps)
   targ(x, 1, "layer_norm"); optarg(weight, 3, "layer_norm"); optarg(bias, 4, "layer_norm")
   local dims = norm_dims("layer_norm", x, norm_shape("layer_norm", normalized_shape))
@@ -127,6 +135,8 @@ end
 -- rms_norm(x, normalized_shape, weight, eps): y = x / sqrt(mean(x^2) + eps) * weight;
 -- eps nil means the dtype's machine epsilon, as in PyTorch
 local finfo_eps = { [4] = 1.1920928955078125e-07, [5] = 2.220446049250313e-16 }
+--- F.rms_norm(x, normalized_shape[, weight[, eps]]) -> Tensor
+--- x / sqrt(mean(x^2) + eps) * weight over the trailing dims (eps nil: the dtype's epsilon).
 function F.rms_norm(x, normalized_shape, weight, eps)
   targ(x, 1, "rms_norm"); optarg(weight, 3, "rms_norm")
   local dims = norm_dims("rms_norm", x, norm_shape("rms_norm", normalized_shape))
@@ -140,6 +150,8 @@ end
 
 -- dropout(x, p=0.5, training=true): zero each element with probability p, scale the
 -- rest by 1/(1-p); the identity when not training or p == 0
+--- F.dropout(x[, p = 0.5[, training = true]]) -> Tensor
+--- Zeroes elements with probability p and scales the rest by 1/(1-p) (the identity when not training).
 function F.dropout(x, p, training)
   targ(x, 1, "dropout")
   p = p == nil and 0.5 or p
@@ -154,6 +166,16 @@ end
 
 -- -- Activations --------------------------------------------------------------------------------
 
+--- F.relu(x) -> Tensor
+--- max(x, 0).
+--- F.tanh(x) -> Tensor
+--- tanh(x).
+--- F.sigmoid(x) -> Tensor
+--- 1 / (1 + e^-x).
+--- F.silu(x) -> Tensor
+--- x * sigmoid(x).
+--- F.gelu(x[, {approximate = "none"|"tanh"}]) -> Tensor
+--- x * Phi(x) (or the tanh approximation).
 function F.relu(x) return targ(x, 1, "relu"):relu() end
 function F.tanh(x) return targ(x, 1, "tanh"):tanh() end
 function F.sigmoid(x) return targ(x, 1, "sigmoid"):sigmoid() end
@@ -161,12 +183,18 @@ function F.silu(x) return targ(x, 1, "silu"):silu() end
 -- gelu(x, {approximate='none'|'tanh'}) (or the string itself)
 function F.gelu(x, opts) return targ(x, 1, "gelu"):gelu(opts) end
 -- leaky_relu(x, negative_slope=0.01): x if x > 0 else negative_slope * x
+--- F.leaky_relu(x[, negative_slope = 0.01]) -> Tensor
+--- x where x > 0, else negative_slope * x.
 function F.leaky_relu(x, slope)
   targ(x, 1, "leaky_relu")
   slope = slope or 0.01
   if type(slope) ~= "number" then argerr(2, "leaky_relu", "number", slope) end
   return tide.where(x:gt(0), x, x * slope)
 end
+--- F.softmax(x, dim) -> Tensor
+--- x:softmax(dim).
+--- F.log_softmax(x, dim) -> Tensor
+--- x:log_softmax(dim).
 function F.softmax(x, dim) return targ(x, 1, "softmax"):softmax(dim) end
 function F.log_softmax(x, dim) return targ(x, 1, "log_softmax"):log_softmax(dim) end
 
@@ -180,6 +208,8 @@ function F.log_softmax(x, dim) return targ(x, 1, "log_softmax"):log_softmax(dim)
 -- On the CPU, without attn_mask or dropout and with equal batch dims, it is one
 -- fused op (rt_attn.c: no (L, S) scores are stored, the causal half is skipped,
 -- one kernel for the backward); otherwise the same formula from matmul and softmax.
+--- F.scaled_dot_product_attention(q, k, v[, {attn_mask, is_causal, scale, dropout_p}]) -> Tensor
+--- softmax(q k^T * scale + mask) v for q (..., L, E), k (..., S, E), v (..., S, Ev); fused on the CPU.
 function F.scaled_dot_product_attention(q, k, v, opts)
   local fname = "scaled_dot_product_attention"
   targ(q, 1, fname); targ(k, 2, fname); targ(v, 3, fname)

@@ -79,6 +79,9 @@ end
 
 -- -- Module ------------------------------------------------------------------------------------
 
+--- nn.Module
+--- The base class of layers and models: Class = nn.Module:extend("Name"), define __init and forward;
+--- m(x) calls m:forward(x); fields that hold modules or tensors that require grad are registered.
 local Module = { __name = "Module" }
 nn.Module = Module
 
@@ -87,6 +90,8 @@ local function is_module(v)
   local mt = getmetatable(v)
   return type(mt) == "table" and rawget(mt, "__is_class") == true
 end
+--- nn.is_module(v) -> boolean
+--- Whether v is an nn.Module instance or class.
 nn.is_module = is_module
 
 -- an ordered registry: names in insertion order, values by name
@@ -168,6 +173,8 @@ end
 local function tostr(self) return self:__repr() end
 
 -- Module:extend(name) -> a new class deriving from this one
+--- nn.Module:extend(name) -> class
+--- A new class deriving from this one (define its __init and forward).
 function Module:extend(name)
   if type(name) ~= "string" then argerr(1, "extend", "class name string", name) end
   local cls = { __name = name, super = self, __is_class = true, __call = call, __tostring = tostr,
@@ -187,15 +194,29 @@ function Module.new(cls, ...)
 end
 function Module:__init() end
 
+--- nn.Module:forward(...) -> outputs
+--- The computation of the module (each class defines it); m(...) calls it.
+--- nn.Module:extra_repr() -> string
+--- The arguments shown in the module's printed form (each class may define it).
+--- nn.Module:reset_parameters()
+--- Re-initializes the parameters as at construction (layers with parameters).
 function Module:forward()
   raise(("%s: forward is not implemented (define %s:forward)"):format(self.__name, self.__name))
 end
 
 -- forward pre-hooks, forward hooks, full backward hooks (tide.nn.hooks): each returns a handle with :remove()
+--- nn.Module:register_forward_pre_hook(fn) -> handle
+--- fn(module, inputs) runs before forward and may return new inputs; handle:remove() drops it.
+--- nn.Module:register_forward_hook(fn) -> handle
+--- fn(module, inputs, output) runs after forward and may return a new output.
+--- nn.Module:register_full_backward_hook(fn) -> handle
+--- fn(module, grad_input, grad_output) runs in the backward and may return a new grad_input.
 for _, n in ipairs { "register_forward_pre_hook", "register_forward_hook", "register_full_backward_hook" } do
   Module[n] = function(self, fn) return require("tide.nn.hooks")[n](self, fn) end
 end
 
+--- nn.Module:register_parameter(name, t)
+--- Registers t (or nil: absent, e.g. bias=false) as a parameter, even if it does not require grad.
 function Module:register_parameter(name, t)
   if type(name) ~= "string" then argerr(1, "register_parameter", "string name", name) end
   if t ~= nil and not is_tensor(t) then argerr(2, "register_parameter", "Tensor or nil", t) end
@@ -204,6 +225,8 @@ function Module:register_parameter(name, t)
   reg_set(regs[1], name, t)
 end
 -- register_buffer(name, t, {persistent=true}): a non-persistent buffer is left out of state_dict
+--- nn.Module:register_buffer(name, t[, {persistent = true}])
+--- Registers a state tensor (running stats) saved in state_dict unless persistent = false.
 function Module:register_buffer(name, t, opts)
   if type(name) ~= "string" then argerr(1, "register_buffer", "string name", name) end
   if t ~= nil and not is_tensor(t) then argerr(2, "register_buffer", "Tensor or nil", t) end
@@ -214,6 +237,8 @@ function Module:register_buffer(name, t, opts)
   regs[2].transient = regs[2].transient or {}
   regs[2].transient[name] = (opts and opts.persistent == false) or nil
 end
+--- nn.Module:add_module(name, m)
+--- Registers a child module (also register_module).
 function Module:add_module(name, m)
   if type(name) ~= "string" then argerr(1, "add_module", "string name", name) end
   if m ~= nil and not is_module(m) then argerr(2, "add_module", "Module or nil", m) end
@@ -224,6 +249,8 @@ end
 Module.register_module = Module.add_module
 
 -- nn.Parameter(t, requires_grad=true): t as a leaf that requires grad (detached if it is not a leaf)
+--- nn.Parameter(t[, requires_grad = true]) -> Tensor
+--- t as a leaf that requires grad (detached first if it is not a leaf): a module field holding it is a parameter.
 function nn.Parameter(t, requires_grad)
   if not is_tensor(t) then argerr(1, "Parameter", "Tensor", t) end
   if not t.is_leaf then t = t:detach() end
@@ -254,6 +281,10 @@ local function iter(list)
   end
 end
 
+--- nn.Module:named_children() -> iterator
+--- for name, m in module:named_children(): the direct children.
+--- nn.Module:children() -> list
+--- The direct children.
 function Module:named_children() return iter(self:_child_list()) end
 function Module:children()
   local out = {}
@@ -275,6 +306,10 @@ local function walk(m, prefix, seen, out, dedup, stack)
   stack[m] = nil
   return out
 end
+--- nn.Module:named_modules() -> iterator
+--- for name, m in module:named_modules(): self ("") and every descendant, dotted names.
+--- nn.Module:modules() -> list
+--- Self and every descendant, each once.
 function Module:named_modules() return iter(walk(self, "", {}, {}, true, {})) end
 function Module:modules()
   local out = {}
@@ -299,6 +334,14 @@ local function named_tensors(self, kind, dedup)
 end
 
 -- for name, p in m:named_parameters() do ... end  (shared parameters appear once)
+--- nn.Module:named_parameters() -> iterator
+--- for name, p in module:named_parameters(): every parameter once, named as PyTorch ("0.weight").
+--- nn.Module:parameters() -> list
+--- Every parameter once (what an optimizer takes).
+--- nn.Module:named_buffers() -> iterator
+--- for name, b in module:named_buffers(): every buffer.
+--- nn.Module:buffers() -> list
+--- Every buffer.
 function Module:named_parameters() return iter(named_tensors(self, 1, true)) end
 function Module:parameters()
   local out = {}
@@ -313,6 +356,8 @@ function Module:buffers()
 end
 
 -- apply(fn): fn(m) for every descendant, then self (as PyTorch)
+--- nn.Module:apply(fn) -> self
+--- fn(m) for every descendant, then for self.
 function Module:apply(fn)
   for _, c in ipairs(self:children()) do c:apply(fn) end
   fn(self)
@@ -321,6 +366,10 @@ end
 
 -- -- Modes, gradients, dtype ----------------------------------------------------------------------
 
+--- nn.Module:train([mode = true]) -> self
+--- Training mode (Dropout active, BatchNorm on batch statistics) for self and descendants.
+--- nn.Module:eval() -> self
+--- train(false).
 function Module:train(mode)
   if mode == nil then mode = true end
   if type(mode) ~= "boolean" then argerr(1, "train", "boolean", mode) end
@@ -330,6 +379,8 @@ end
 function Module:eval() return self:train(false) end
 
 -- requires_grad_(b=true): set requires_grad on every parameter (freeze with false)
+--- nn.Module:requires_grad_([on = true]) -> self
+--- Sets requires_grad on every parameter (false freezes them).
 function Module:requires_grad_(b)
   if b == nil then b = true end
   for _, p in ipairs(self:parameters()) do p.requires_grad = b end
@@ -337,6 +388,8 @@ function Module:requires_grad_(b)
 end
 
 -- zero_grad(): every parameter's grad becomes nil (PyTorch's set_to_none=True)
+--- nn.Module:zero_grad()
+--- Every parameter's grad becomes nil.
 function Module:zero_grad()
   for _, p in ipairs(self:parameters()) do p.grad = nil end
 end
@@ -364,6 +417,16 @@ end
 -- to(device), to(dtype), to(device, dtype), to({device=, dtype=}), to(tensor) (its
 -- device and dtype): move parameters and buffers to the device and convert the
 -- floating-point ones to the dtype, in place (see convert_); returns self
+--- nn.Module:to(device | dtype | {device, dtype} | tensor) -> self
+--- Moves parameters and buffers to a device and/or converts the float ones, in place (handles keep identity).
+--- nn.Module:float() -> self
+--- to(tide.float32).
+--- nn.Module:double() -> self
+--- to(tide.float64).
+--- nn.Module:cpu() -> self
+--- to("cpu").
+--- nn.Module:opencl([n]) -> self
+--- to("opencl:n").
 function Module:to(d, d2)
   local dev, dt = d, d2
   if is_tensor(d) then dev, dt = d.device, d.dtype
@@ -399,6 +462,8 @@ function Module:opencl(n) return self:to(n and ("opencl:" .. n) or "opencl") end
 
 -- state_dict() -> sd, keys: sd maps PyTorch-style names to detached tensors (sharing
 -- storage with the parameters and buffers); keys lists the names in module order
+--- nn.Module:state_dict() -> sd, keys
+--- sd maps PyTorch-style names ("blocks.1.attn.weight") to detached tensors; keys lists them in order.
 function Module:state_dict()
   local sd, keys = {}, {}
   for _, e in ipairs(walk(self, "", {}, {}, false, {})) do
@@ -427,6 +492,8 @@ end
 -- load_state_dict(sd, {strict=true}): copy every entry into the parameter or buffer of
 -- the same name under no_grad. Every check runs before any copy, so a failed load
 -- leaves the module unchanged. Returns {missing_keys=, unexpected_keys=}.
+--- nn.Module:load_state_dict(sd[, {strict = true}]) -> {missing_keys, unexpected_keys}
+--- Copies each entry into the parameter or buffer of that name (all checks first: a failed load changes nothing).
 function Module:load_state_dict(sd, opts)
   if type(sd) ~= "table" then argerr(1, "load_state_dict", "table of tensors", sd) end
   -- m:load_state_dict(other:state_dict()) passes state_dict's key list along: not options
@@ -507,6 +574,8 @@ local function module_args(fname, ...)
   return list, n
 end
 
+--- nn.ModuleList(m1, m2, ... | {m1, ...})
+--- A list of modules: #ml, ml[1], ipairs(ml); state_dict names "0", "1", ...
 local ModuleList = Module:extend("ModuleList")
 nn.ModuleList = ModuleList
 function ModuleList:__init(...)
@@ -514,6 +583,16 @@ function ModuleList:__init(...)
   local list, n = module_args(self.__name, ...)
   for i = 1, n do rawset(self, i, list[i]) end
 end
+--- nn.ModuleList:append(m) -> self
+--- Adds m at the end.
+--- nn.ModuleList:extend_list(list) -> self
+--- Appends every module of list.
+--- nn.ModuleList:extend({m1, m2}) -> self
+--- Appends them (called on a class with a name, extend makes a subclass).
+--- nn.ModuleList:insert(i, m) -> self
+--- m becomes item i (1-based), later items move up.
+--- nn.ModuleList:len() -> number
+--- The number of modules.
 function ModuleList:append(m)
   if not is_module(m) then argerr(1, "append", "Module", m) end
   rawset(self, #self + 1, m)
@@ -545,6 +624,8 @@ function ModuleList:forward()
 end
 
 -- Sequential(m1, m2, ...) or Sequential({m1, m2, ...}): forward runs them in order
+--- nn.Sequential(m1, m2, ... | {m1, ...})
+--- Runs its modules in order: seq(x) = mN(...m2(m1(x))).
 local Sequential = ModuleList:extend("Sequential")
 nn.Sequential = Sequential
 function Sequential:forward(x, ...)
@@ -555,11 +636,29 @@ function Sequential:forward(x, ...)
 end
 
 -- ModuleDict({ {"name", m}, ... }) keeps that order; ModuleDict({name = m}) sorts by name
+--- nn.ModuleDict({{"name", m}, ...} | {name = m, ...})
+--- Modules by name (a list of pairs keeps order; a table is sorted by name); md:get(k).
 local ModuleDict = Module:extend("ModuleDict")
 nn.ModuleDict = ModuleDict
 function ModuleDict:__init(items)
   if items ~= nil then self:update(items) end
 end
+--- nn.ModuleDict:update(items) -> self
+--- Adds or replaces entries (same forms as the constructor).
+--- nn.ModuleDict:get(k) -> Module or nil
+--- The module named k.
+--- nn.ModuleDict:keys() -> list
+--- The names in order.
+--- nn.ModuleDict:values() -> list
+--- The modules in order.
+--- nn.ModuleDict:items() -> iterator
+--- for name, m in md:items().
+--- nn.ModuleDict:len() -> number
+--- The number of entries.
+--- nn.ModuleDict:contains(k) -> boolean
+--- Whether k is a name.
+--- nn.ModuleDict:pop(k) -> Module
+--- Removes and returns the module named k.
 function ModuleDict:update(items)
   if type(items) ~= "table" then argerr(1, "update", "table of modules", items) end
   if #items > 0 then
@@ -616,6 +715,8 @@ end
 
 -- Linear(in, out, {bias=true, dtype=}): y = x W^T + b; W (out, in) ~ kaiming_uniform(a=sqrt(5)),
 -- i.e. U(-1/sqrt(in), 1/sqrt(in)), and b ~ U(-1/sqrt(in), 1/sqrt(in))
+--- nn.Linear(in_features, out_features[, {bias = true, dtype, device}])
+--- y = x W^T + b, W (out, in) and b uniform in +-1/sqrt(in) (PyTorch's init).
 local Linear = Module:extend("Linear")
 nn.Linear = Linear
 function Linear:__init(in_f, out_f, opts)
@@ -639,6 +740,8 @@ end
 
 -- Bilinear(in1, in2, out, {bias=true, dtype=}): y = x1^T W x2 + b; W (out, in1, in2) and
 -- b ~ U(-1/sqrt(in1), 1/sqrt(in1))
+--- nn.Bilinear(in1, in2, out[, {bias = true, dtype, device}])
+--- y = x1^T W x2 + b, W (out, in1, in2).
 local Bilinear = Module:extend("Bilinear")
 nn.Bilinear = Bilinear
 function Bilinear:__init(in1, in2, out, opts)
@@ -663,6 +766,8 @@ end
 
 -- Embedding(num, dim, {padding_idx=, dtype=}): weight (num, dim) ~ N(0, 1), the padding
 -- row (1-based; negative from the end) zeroed and kept out of the gradient
+--- nn.Embedding(num_embeddings, embedding_dim[, {padding_idx, dtype, device}])
+--- A lookup table of rows indexed by 1-based int64 ids; weight ~ N(0, 1), the padding row zero without gradient.
 local Embedding = Module:extend("Embedding")
 nn.Embedding = Embedding
 function Embedding:__init(num, dim, opts)
@@ -691,6 +796,8 @@ function Embedding:extra_repr()
   return s
 end
 -- Embedding.from_pretrained(weight, {freeze=true, padding_idx=})
+--- nn.Embedding.from_pretrained(weight[, {freeze = true, padding_idx}]) -> Embedding
+--- An Embedding with the given weight (frozen unless freeze = false).
 function Embedding.from_pretrained(weight, opts)
   if not is_tensor(weight) or weight:dim() ~= 2 then argerr(1, "from_pretrained", "2-D Tensor", weight) end
   opts = opts_of("from_pretrained", opts, 2, "freeze padding_idx")
@@ -701,6 +808,8 @@ function Embedding.from_pretrained(weight, opts)
 end
 
 -- LayerNorm(shape, {eps=1e-5, elementwise_affine=true, bias=true, dtype=}): weight ones, bias zeros
+--- nn.LayerNorm(normalized_shape[, {eps = 1e-5, elementwise_affine = true, bias = true, dtype, device}])
+--- Normalizes the last dims to zero mean and unit variance, then scales and shifts.
 local LayerNorm = Module:extend("LayerNorm")
 nn.LayerNorm = LayerNorm
 function LayerNorm:__init(shape, opts)
@@ -723,6 +832,8 @@ function LayerNorm:extra_repr()
 end
 
 -- RMSNorm(shape, {eps=nil (the dtype's epsilon), elementwise_affine=true, dtype=}): weight ones
+--- nn.RMSNorm(normalized_shape[, {eps, elementwise_affine = true, dtype, device}])
+--- x / sqrt(mean(x^2) + eps) over the last dims, times a weight.
 local RMSNorm = Module:extend("RMSNorm")
 nn.RMSNorm = RMSNorm
 function RMSNorm:__init(shape, opts)
@@ -740,6 +851,8 @@ function RMSNorm:extra_repr()
 end
 
 -- Dropout(p=0.5): active in training mode only
+--- nn.Dropout([p = 0.5])
+--- Zeroes elements with probability p and scales the rest by 1/(1-p), in training mode only.
 local Dropout = Module:extend("Dropout")
 nn.Dropout = Dropout
 function Dropout:__init(p)
@@ -753,23 +866,37 @@ function Dropout:forward(x) return F.dropout(x, self.p, self.training) end
 function Dropout:extra_repr() return ("p=%s, inplace=False"):format(pyfloat(self.p)) end
 
 -- Flatten(start_dim=2, end_dim=-1): 1-based dims, so PyTorch's start_dim=1 is 2 here
+--- nn.Flatten([start_dim = 2[, end_dim = -1]])
+--- x:flatten(start_dim, end_dim) (1-based: keeps the batch dim).
 local Flatten = Module:extend("Flatten")
 nn.Flatten = Flatten
 function Flatten:__init(s, e) self.start_dim, self.end_dim = s or 2, e or -1 end
 function Flatten:forward(x) return x:flatten(self.start_dim, self.end_dim) end
 function Flatten:extra_repr() return ("start_dim=%d, end_dim=%d"):format(self.start_dim, self.end_dim) end
 
+--- nn.Identity()
+--- Returns its input.
 local Identity = Module:extend("Identity")
 nn.Identity = Identity
 function Identity:forward(x) return x end
 
 -- activations without state
+--- nn.ReLU()
+--- max(x, 0).
+--- nn.Tanh()
+--- tanh(x).
+--- nn.Sigmoid()
+--- 1 / (1 + e^-x).
+--- nn.SiLU()
+--- x * sigmoid(x).
 for name, fn in pairs { ReLU = F.relu, Tanh = F.tanh, Sigmoid = F.sigmoid, SiLU = F.silu } do
   local cls = Module:extend(name)
   function cls:forward(x) return fn(x) end
   nn[name] = cls
 end
 
+--- nn.LeakyReLU([negative_slope = 0.01])
+--- x for x >= 0, negative_slope * x below.
 local LeakyReLU = Module:extend("LeakyReLU")
 nn.LeakyReLU = LeakyReLU
 function LeakyReLU:__init(slope)
@@ -780,6 +907,8 @@ function LeakyReLU:forward(x) return F.leaky_relu(x, self.negative_slope) end
 function LeakyReLU:extra_repr() return "negative_slope=" .. pyval(self.negative_slope) end
 
 -- GELU({approximate='none'|'tanh'}) or GELU('tanh')
+--- nn.GELU([{approximate = "none"|"tanh"}])
+--- x * Phi(x) (or the tanh approximation).
 local GELU = Module:extend("GELU")
 nn.GELU = GELU
 function GELU:__init(opts)
@@ -791,6 +920,10 @@ end
 function GELU:forward(x) return F.gelu(x, { approximate = self.approximate }) end
 function GELU:extra_repr() return ("approximate='%s'"):format(self.approximate) end
 
+--- nn.Softmax(dim)
+--- softmax along dim (1-based; -1 the last).
+--- nn.LogSoftmax(dim)
+--- log_softmax along dim.
 for _, name in ipairs { "Softmax", "LogSoftmax" } do
   local cls = Module:extend(name)
   local fn = name == "Softmax" and F.softmax or F.log_softmax
@@ -816,6 +949,10 @@ end
 -- Conv2d(in, out, kernel_size, {stride=1, padding=0, dilation=1, groups=1, bias=true, dtype=})
 -- and Conv1d (the same over (N, C, L)): weight (out, in/groups, k...) ~ kaiming_uniform(a=sqrt(5)),
 -- bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups * prod(k)
+--- nn.Conv2d(in_channels, out_channels, kernel_size[, {stride = 1, padding = 0, dilation = 1, groups = 1, bias = true, dtype, device}])
+--- 2-D convolution over (N, C, H, W) (cross-correlation, as PyTorch).
+--- nn.Conv1d(in_channels, out_channels, kernel_size[, opts])
+--- 1-D convolution over (N, C, L); opts as Conv2d.
 local function conv_class(name, nd)
   local Conv = Module:extend(name)
   nn[name] = Conv
@@ -878,6 +1015,8 @@ conv_class("Conv2d", 2)
 local function pyint_or_tuple(v) return type(v) == "table" and pytuple(v) or tostring(v) end
 
 -- MaxPool2d(kernel_size, {stride=kernel_size, padding=0, dilation=1})
+--- nn.MaxPool2d(kernel_size[, {stride = kernel_size, padding = 0, dilation = 1}])
+--- The maximum over each window of (N, C, H, W).
 local MaxPool2d = Module:extend("MaxPool2d")
 nn.MaxPool2d = MaxPool2d
 function MaxPool2d:__init(k, opts)
@@ -896,6 +1035,8 @@ end
 
 -- AvgPool2d(kernel_size, {stride=kernel_size, padding=0})
 local AvgPool2d = Module:extend("AvgPool2d")
+--- nn.AvgPool2d(kernel_size[, {stride = kernel_size, padding = 0}])
+--- The mean over each window of (N, C, H, W).
 nn.AvgPool2d = AvgPool2d
 function AvgPool2d:__init(k, opts)
   opts = opts_of("AvgPool2d", opts, 2, "stride padding")
@@ -910,6 +1051,8 @@ end
 
 -- AdaptiveAvgPool2d(output_size)
 local AdaptiveAvgPool2d = Module:extend("AdaptiveAvgPool2d")
+--- nn.AdaptiveAvgPool2d(output_size)
+--- Average pooling to a fixed output size (H, W).
 nn.AdaptiveAvgPool2d = AdaptiveAvgPool2d
 function AdaptiveAvgPool2d:__init(size)
   pair_of("AdaptiveAvgPool2d", size, 1, "output_size")
@@ -921,6 +1064,10 @@ function AdaptiveAvgPool2d:extra_repr() return "output_size=" .. pyint_or_tuple(
 -- BatchNorm1d / BatchNorm2d(num_features, {eps=1e-5, momentum=0.1, affine=true,
 -- track_running_stats=true, dtype=}): weight ones, bias zeros; buffers running_mean
 -- (zeros), running_var (ones) and num_batches_tracked, as PyTorch's state_dict
+--- nn.BatchNorm1d(num_features[, {eps = 1e-5, momentum = 0.1, affine = true, track_running_stats = true, dtype, device}])
+--- Batch normalization over (N, C) or (N, C, L), with running statistics for eval mode.
+--- nn.BatchNorm2d(num_features[, opts])
+--- Batch normalization over (N, C, H, W); opts as BatchNorm1d.
 local function batchnorm_class(name, dims)
   local BN = Module:extend(name)
   nn[name] = BN

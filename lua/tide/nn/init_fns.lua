@@ -34,6 +34,8 @@ function I._calculate_fan_in_and_fan_out(t)
 end
 
 -- calculate_gain(nonlinearity, param): the recommended gain for an activation
+--- nn.init.calculate_gain(nonlinearity[, param]) -> number
+--- The recommended gain for an activation ("relu", "tanh", "leaky_relu", ...).
 function I.calculate_gain(nonlinearity, param)
   local linear = { linear = true, conv1d = true, conv2d = true, conv3d = true, conv_transpose1d = true,
     conv_transpose2d = true, conv_transpose3d = true, sigmoid = true }
@@ -50,6 +52,8 @@ function I.calculate_gain(nonlinearity, param)
 end
 
 -- uniform_(t, a=0, b=1): values in [a, b)
+--- nn.init.uniform_(t[, a = 0[, b = 1]]) -> t
+--- Fills t with values uniform in [a, b).
 function I.uniform_(t, a, b)
   targ(t, "uniform_")
   a, b = a or 0, b or 1
@@ -57,12 +61,20 @@ function I.uniform_(t, a, b)
 end
 
 -- normal_(t, mean=0, std=1)
+--- nn.init.normal_(t[, mean = 0[, std = 1]]) -> t
+--- Fills t with normal values.
 function I.normal_(t, mean, std)
   targ(t, "normal_")
   mean, std = mean or 0, std or 1
   return fill_from(t, function(x) return tide.randn_like(x) * std + mean end)
 end
 
+--- nn.init.constant_(t, val) -> t
+--- Fills t with val.
+--- nn.init.zeros_(t) -> t
+--- Fills t with 0.
+--- nn.init.ones_(t) -> t
+--- Fills t with 1.
 function I.constant_(t, val)
   targ(t, "constant_")
   if type(val) ~= "number" then argerr(2, "constant_", "number", val) end
@@ -73,6 +85,8 @@ function I.zeros_(t) return I.constant_(t, 0) end
 function I.ones_(t) return I.constant_(t, 1) end
 
 -- xavier_uniform_(t, gain=1): U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out))
+--- nn.init.xavier_uniform_(t[, gain = 1]) -> t
+--- U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)).
 function I.xavier_uniform_(t, gain)
   targ(t, "xavier_uniform_")
   local fi, fo = I._calculate_fan_in_and_fan_out(t)
@@ -81,6 +95,8 @@ function I.xavier_uniform_(t, gain)
 end
 
 -- xavier_normal_(t, gain=1): N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out))
+--- nn.init.xavier_normal_(t[, gain = 1]) -> t
+--- N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out)).
 function I.xavier_normal_(t, gain)
   targ(t, "xavier_normal_")
   local fi, fo = I._calculate_fan_in_and_fan_out(t)
@@ -100,6 +116,10 @@ local function kaiming_std(fname, t, a, mode, nonlinearity)
   return I.calculate_gain(nonlinearity or "leaky_relu", a or 0) / math.sqrt(fan)
 end
 -- kaiming_uniform_: U(-bound, bound), bound = sqrt(3) * std
+--- nn.init.kaiming_uniform_(t[, a = 0[, mode = "fan_in"[, nonlinearity = "leaky_relu"]]]) -> t
+--- U(-b, b) with b = sqrt(3) * gain / sqrt(fan).
+--- nn.init.kaiming_normal_(t[, a = 0[, mode = "fan_in"[, nonlinearity = "leaky_relu"]]]) -> t
+--- N(0, std^2) with std = gain / sqrt(fan).
 function I.kaiming_uniform_(t, a, mode, nonlinearity)
   if type(a) == "table" then a, mode, nonlinearity = a.a, a.mode, a.nonlinearity end
   local bound = math.sqrt(3) * kaiming_std("kaiming_uniform_", t, a, mode, nonlinearity)

@@ -170,6 +170,8 @@ local NLL_OPTS = set("weight", "ignore_index", "reduction")
 
 -- nll_loss(input, target, {weight=, ignore_index=-100, reduction='mean'}):
 -- input (N, C, d1...) or (C) log-probabilities, target (N, d1...) or () 1-based labels
+--- F.nll_loss(logp, target[, {weight, ignore_index = -100, reduction = "mean"}]) -> Tensor
+--- Negative log-likelihood of 1-based integer labels target (N, d...) under log-probabilities logp (N, C, d...).
 function M.nll_loss(input, target, opts)
   float_tensor("nll_loss", input, 1, "input")
   if not is_tensor(target) then argerr(2, "nll_loss", "Tensor", target) end
@@ -186,6 +188,8 @@ local CE_OPTS = set("weight", "ignore_index", "reduction", "label_smoothing")
 -- cross_entropy(input, target, {weight=, ignore_index=-100, reduction='mean', label_smoothing=0}):
 -- input (N, C, d1...) or (C) logits; target 1-based class labels (N, d1...) or (),
 -- or class probabilities shaped like input (a floating-point target)
+--- F.cross_entropy(logits, target[, {weight, ignore_index = -100, reduction = "mean", label_smoothing = 0}]) -> Tensor
+--- log_softmax + nll_loss over dim 2 (or dim 1 of a 1-D input); target 1-based labels or class probabilities.
 function M.cross_entropy(input, target, opts)
   local fname = "cross_entropy"
   float_tensor(fname, input, 1, "input")
@@ -235,6 +239,8 @@ end
 local RED_OPTS = set("reduction")
 
 -- mse_loss(input, target, {reduction='mean'}): (input - target)^2
+--- F.mse_loss(input, target[, {reduction = "mean"}]) -> Tensor
+--- (input - target)^2, averaged ("mean"), summed ("sum") or not ("none").
 function M.mse_loss(input, target, opts)
   local _, reduction = pointwise("mse_loss", input, target, opts, RED_OPTS)
   local d = input - target
@@ -242,6 +248,8 @@ function M.mse_loss(input, target, opts)
 end
 
 -- l1_loss(input, target, {reduction='mean'}): |input - target|
+--- F.l1_loss(input, target[, {reduction = "mean"}]) -> Tensor
+--- |input - target|.
 function M.l1_loss(input, target, opts)
   local _, reduction = pointwise("l1_loss", input, target, opts, RED_OPTS)
   return reduce((input - target):abs(), reduction)
@@ -249,6 +257,8 @@ end
 
 -- smooth_l1_loss(input, target, {reduction='mean', beta=1}):
 -- 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: l1_loss)
+--- F.smooth_l1_loss(input, target[, {reduction = "mean", beta = 1}]) -> Tensor
+--- 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta.
 function M.smooth_l1_loss(input, target, opts)
   local o, reduction = pointwise("smooth_l1_loss", input, target, opts, set("reduction", "beta"))
   local beta = number_option("smooth_l1_loss", "beta", o.beta, 1, function(v) return v >= 0 end,
@@ -261,6 +271,8 @@ end
 
 -- huber_loss(input, target, {reduction='mean', delta=1}):
 -- 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)
+--- F.huber_loss(input, target[, {reduction = "mean", delta = 1}]) -> Tensor
+--- 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta).
 function M.huber_loss(input, target, opts)
   local o, reduction = pointwise("huber_loss", input, target, opts, set("reduction", "delta"))
   local delta = number_option("huber_loss", "delta", o.delta, 1, function(v) return v > 0 end,
@@ -279,6 +291,8 @@ end
 
 -- binary_cross_entropy(input, target, {weight=, reduction='mean'}):
 -- -w (t log(x) + (1 - t) log(1 - x)), input probabilities in [0, 1]
+--- F.binary_cross_entropy(p, target[, {weight, reduction = "mean"}]) -> Tensor
+--- -w (t log(p) + (1 - t) log(1 - p)) for probabilities p (log clamped at -100).
 function M.binary_cross_entropy(input, target, opts)
   local fname = "binary_cross_entropy"
   local o, reduction = pointwise(fname, input, target, opts, set("weight", "reduction"))
@@ -299,6 +313,8 @@ end
 -- (1 - t) x + lw softplus(-x) with lw = 1 + (pos_weight - 1) t; softplus(-x) is
 -- computed as max(-x, 0) + log1p(exp(-|x|)) = (|x| - x) / 2 + log1p(exp(-|x|)),
 -- stable for any x and with the exact gradient -sigmoid(-x) at x = 0 too
+--- F.binary_cross_entropy_with_logits(x, target[, {weight, pos_weight, reduction = "mean"}]) -> Tensor
+--- binary_cross_entropy(sigmoid(x), target), computed stably.
 function M.binary_cross_entropy_with_logits(input, target, opts)
   local fname = "binary_cross_entropy_with_logits"
   local o, reduction = pointwise(fname, input, target, opts, set("weight", "pos_weight", "reduction"))
@@ -316,6 +332,8 @@ end
 -- kl_div(input, target, {reduction='mean', log_target=false}): input is log q;
 -- target p (or log p): p (log p - input), 0 where p = 0. 'mean' averages over
 -- all elements, 'batchmean' divides the sum by the size of dim 1.
+--- F.kl_div(logq, target[, {reduction = "mean", log_target = false}]) -> Tensor
+--- p (log p - logq) for target p (or log p); reduction also "batchmean".
 function M.kl_div(input, target, opts)
   local fname = "kl_div"
   local o, reduction = pointwise(fname, input, target, opts, set("reduction", "log_target"), true)

@@ -56,6 +56,8 @@ local function norm_except(v, d)
   return v:norm(2, dims, true)
 end
 
+--- nn.utils.weight_norm(m[, {name = "weight", dim = 1}]) -> m
+--- weight = g * v / ||v||, recomputed before each forward, with parameters weight_g and weight_v.
 function M.weight_norm(m, opts)
   opts = args.opts("weight_norm", opts, "name dim", 2)
   local name = opts.name or "weight"
@@ -75,6 +77,8 @@ end
 
 local function normalize(x, eps) return x / (x:norm():clamp(eps)) end
 
+--- nn.utils.spectral_norm(m[, {name = "weight", n_power_iterations = 1, eps = 1e-12, dim = 1}]) -> m
+--- weight = weight_orig / sigma, its largest singular value estimated by power iteration.
 function M.spectral_norm(m, opts)
   opts = args.opts("spectral_norm", opts, "name n_power_iterations eps dim", 2)
   local name, iters, eps = opts.name or "weight", opts.n_power_iterations or 1, opts.eps or 1e-12
@@ -141,6 +145,8 @@ end
 -- register_parametrization(m, name, p, {unsafe=false}): p a Module (or a
 -- callable) whose forward maps the original to the value; a p:right_inverse(w)
 -- sets the original from the current value (else the original is the value)
+--- nn.utils.register_parametrization(m, name, p[, {unsafe = false}]) -> m
+--- m[name] becomes p(original), recomputed before every forward; the original lives at m.parametrizations[name].original.
 function M.register_parametrization(m, name, p, opts)
   opts = args.opts("register_parametrization", opts, "unsafe", 4)
   if type(name) ~= "string" then args.argerr(2, "register_parametrization", "string name", name) end
@@ -179,6 +185,8 @@ function M.register_parametrization(m, name, p, opts)
   return m
 end
 
+--- nn.utils.is_parametrized(m[, name]) -> boolean
+--- Whether m (or its parameter name) has a parametrization.
 function M.is_parametrized(m, name)
   local plist = rawget(m, "_regs") and m.parametrizations
   if not plist then return false end
@@ -196,6 +204,8 @@ end
 -- exp(A) by scaling and squaring with a degree-18 Taylor polynomial (error below
 -- 1e-17 relative once ||A / 2^s|| <= 1): differentiable, made of matmuls. The
 -- scaling reads ||A||_1 eagerly; while traced (tide.compile) it is fixed at 2^8.
+--- nn.utils.matrix_exp(A) -> Tensor
+--- The matrix exponential of a square matrix (scaling and squaring; differentiable).
 function M.matrix_exp(A)
   if not is_tensor(A) or A:dim() ~= 2 or A:size(1) ~= A:size(2) then
     args.argerr(1, "matrix_exp", "square 2-D Tensor", A)
@@ -245,6 +255,8 @@ local function lower_mask(n, k, like)
   return i:gt(j):to(like.dtype):to(like.device)
 end
 
+--- nn.utils.orthogonal(m[, {name = "weight"}]) -> m
+--- Keeps m's weight orthogonal (a parametrization through the matrix exponential, as PyTorch's).
 function M.orthogonal(m, opts)
   opts = args.opts("orthogonal", opts, "name orthogonal_map use_trivialization", 2)
   local name = opts.name or "weight"

@@ -27,6 +27,8 @@ end
 -- clip_grad_norm_(params, max_norm, norm_type=2, error_if_nonfinite=false) -> total norm (a number)
 -- The norm is over all gradients together, as if concatenated; every gradient is then
 -- multiplied by min(1, max_norm / (total_norm + 1e-6)).
+--- nn.utils.clip_grad_norm_(params, max_norm[, norm_type = 2[, error_if_nonfinite = false]]) -> number
+--- Scales all gradients so their joint norm is at most max_norm; returns the norm before.
 function M.clip_grad_norm_(params, max_norm, norm_type, error_if_nonfinite)
   local fname = "clip_grad_norm_"
   local gs = grads(fname, params)
@@ -64,6 +66,8 @@ function M.clip_grad_norm_(params, max_norm, norm_type, error_if_nonfinite)
 end
 
 -- clip_grad_value_(params, clip_value): clamp every gradient element into [-clip_value, clip_value]
+--- nn.utils.clip_grad_value_(params, clip_value)
+--- Clamps every gradient element into [-clip_value, clip_value].
 function M.clip_grad_value_(params, clip_value)
   local fname = "clip_grad_value_"
   local gs = grads(fname, params)
