@@ -53,20 +53,7 @@ local function names_of(v, methods_only)
   return set
 end
 
--- the value a dotted path names, read without calling anything but the
--- library's own lazy loaders (tide.nn) and tensor properties
-local function lookup(path)
-  local v = _G
-  for part in path:gmatch("[^.]+") do
-    if type(v) == "table" then v = v[part]
-    elseif core.is_tensor(v) then
-      local ok, r = pcall(function() return v[part] end)
-      v = ok and r or nil
-    else return nil end
-    if v == nil then return nil end
-  end
-  return v
-end
+local lookup = require("tide.doc").lookup_path
 
 local function sorted(set, prefix, head)
   local out = {}

@@ -311,7 +311,8 @@ local function class_of(v)
   end
 end
 
--- the value a dotted path names in the globals (nothing is called)
+-- the value a dotted path names in the globals (nothing is called but the
+-- library's lazy loaders and tensor properties; completion uses it too)
 local function lookup_path(path)
   local v = _G
   for part in path:gmatch("[^.]+") do
@@ -410,4 +411,5 @@ function M.help(x)
   io.write(text, "\n")
 end
 
+M.lookup_path = lookup_path
 return M
