@@ -424,6 +424,12 @@ tide.no_grad, tide.enable_grad, tide.set_grad_enabled, tide.is_grad_enabled =
   tide.autograd.no_grad, tide.autograd.enable_grad, tide.autograd.set_grad_enabled, tide.autograd.is_grad_enabled
 tide.inference_mode = tide.autograd.inference_mode
 
+-- the tensor ops composed in Lua (shape, contractions, pointwise composites): Tensor
+-- methods, and module functions that take no tensor first (meshgrid, einsum)
+for _, name in ipairs { "tide.ops_shape", "tide.ops_contract", "tide.ops_pointwise" } do
+  for k, v in pairs(require(name)) do if type(v) == "function" and tide[k] == nil then tide[k] = v end end
+end
+
 tensor.index_get = require("tide.index").get
 tensor.index_set = require("tide.index").set
 tensor.tostring = require("tide.print").tostring
