@@ -415,12 +415,14 @@ typedef struct { char *o; const char *g, *x; int es, tanh_form, f64; } GeluGrad;
 static void gelu_grad_range(void *vj, int64_t b, int64_t e)
 {
   const GeluGrad *j = vj;
+  /* the tail's zero-padded block (at function scope: the kernel call below reads it) */
+  _Alignas(64) double gb[EW_BLK], xb[EW_BLK], ob[EW_BLK];
   for (int64_t i = b; i < e; i += EW_BLK) {
     int64_t m = e - i < EW_BLK ? e - i : EW_BLK;
     char *o = j->o + i * j->es;
     const char *g = j->g + i * j->es, *x = j->x + i * j->es;
-    if (m < EW_BLK) {            /* the tail: through a zero-padded block */
-      _Alignas(64) double gb[EW_BLK] = { 0 }, xb[EW_BLK] = { 0 }, ob[EW_BLK];
+    if (m < EW_BLK) {
+      memset(gb, 0, sizeof gb); memset(xb, 0, sizeof xb);
       memcpy(gb, g, m * j->es); memcpy(xb, x, m * j->es);
       g = (const char *)gb; x = (const char *)xb; o = (char *)ob;
     }
