@@ -251,7 +251,8 @@ int jit_aot_split(const JitTrace *j, const JitAot *a, JitTrace *f, JitTrace *b)
   memcpy(f->views, j->views, sizeof(JitView) * (size_t)fviews); f->nviews = fviews;
   memcpy(f->outs, j->outs, sizeof(JitView) * (size_t)a->nfo); f->nouts = a->nfo;
   for (int r = 0; r < F; r++) if (st[r] & ST_SAVE) root_out(f, r);
-  memcpy(f->effects, j->effects, sizeof(JitEffect) * (size_t)j->neffects); f->neffects = j->neffects;
+  if (j->neffects) memcpy(f->effects, j->effects, sizeof(JitEffect) * (size_t)j->neffects);
+  f->neffects = j->neffects;
   for (int s = 0; s < fin; s++) { f->inputs[s] = j->inputs[s]; td_retain(f->inputs[s]); }
   f->ninputs = fin; f->nscalars = j->nscalars; f->id = j->id;
   /* backward: inputs, numbers and recomputed values it needs, the saved values

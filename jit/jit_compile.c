@@ -93,6 +93,7 @@ typedef struct { char *buf; const char *cmp; size_t pos; bool diff; } KeySink;
 
 static void key_put(KeySink *s, const void *p, size_t n)
 {
+  if (!n) return;                     /* p may be NULL (a trace without effects) */
   if (s->buf) memcpy(s->buf + s->pos, p, n);
   else if (!s->diff && memcmp(s->cmp + s->pos, p, n)) s->diff = true;
   s->pos += n;
@@ -266,10 +267,10 @@ static int copy_trace(JitTrace *d, const JitTrace *s)
   d->outs = malloc(sizeof(JitView) * (size_t)(s->nouts + 1));
   d->effects = malloc(sizeof(JitEffect) * (size_t)(s->neffects + 1));
   if (!d->ins || !d->views || !d->outs || !d->effects) return rt_err(TD_ERR_NOMEM, "tide.compile: out of memory");
-  memcpy(d->ins, s->ins, sizeof(JitIns) * (size_t)s->nins); d->nins = d->cap = s->nins;
-  memcpy(d->views, s->views, sizeof(JitView) * (size_t)s->nviews); d->nviews = d->vcap = s->nviews;
-  memcpy(d->outs, s->outs, sizeof(JitView) * (size_t)s->nouts); d->nouts = d->ocap = s->nouts;
-  memcpy(d->effects, s->effects, sizeof(JitEffect) * (size_t)s->neffects); d->neffects = d->ecap = s->neffects;
+  /* (an empty array of s may be NULL: memcpy's arguments must not be) */
+#define COPY(a, n, cap) do { if (s->n) memcpy(d->a, s->a, sizeof *d->a * (size_t)s->n); d->n = d->cap = s->n; } while (0)
+  COPY(ins, nins, cap); COPY(views, nviews, vcap); COPY(outs, nouts, ocap); COPY(effects, neffects, ecap);
+#undef COPY
   d->nscalars = s->nscalars; d->ninputs = s->ninputs; d->id = s->id;
   return 0;
 }
