@@ -43,6 +43,9 @@ $(B)/obj/%.v4.o: %.c $(HDR)
 $(B)/obj/runtime/rt_ew%.o: CFLAGS += -fno-math-errno -fno-trapping-math
 # its 512-bit vector helpers are static: the ABI note of the narrower variants does not apply
 $(B)/obj/runtime/rt_attn%.o: CFLAGS += -Wno-psabi
+# integer tensor arithmetic wraps around on overflow, as PyTorch's does (in C a
+# signed overflow is undefined; -fwrapv defines it as two's complement)
+$(B)/obj/runtime/rt_ew%.o $(B)/obj/runtime/rt_red%.o: CFLAGS += -fwrapv
 # fused optimizer steps: the op-by-op formula's roundings exactly (no FMA contraction)
 $(B)/obj/runtime/rt_optim%.o: CFLAGS += -fno-math-errno -fno-trapping-math -ffp-contract=off
 

@@ -526,6 +526,12 @@ describe("type promotion (PyTorch rules)", function()
     { "exp(int)", function() return t { 0, 2 }:exp():gt(7.3) end, "bool", { false, true } },
     { "uint8 + uint8 wraps", function() return t({ 250, 3 }, D "uint8") + t({ 10, 4 }, D "uint8") end, "uint8", { 4, 7 } },
     { "uint8 - uint8 wraps", function() return t({ 3, 250 }, D "uint8") - t({ 5, 4 }, D "uint8") end, "uint8", { 254, 246 } },
+    -- signed integers wrap around too, as in PyTorch (defined behaviour: make test-asan's UBSan checks it)
+    { "int32 + int32 wraps", function() return t({ 2147483647, -2147483648 }, D "int32") + t({ 1, -1 }, D "int32") end,
+      "int32", { -2147483648, 2147483647 } },
+    { "int32 * int32 wraps", function() return t({ 65536, 3 }, D "int32") * t({ 65536, -5 }, D "int32") end, "int32", { 0, -15 } },
+    { "int64 * int64 wraps", function() return t({ 2 ^ 62, 5 }, D "int64") * t({ 2, 3 }, D "int64") end, "int64", { -2 ^ 63, 15 } },
+    { "int64 sum wraps", function() return t({ 2 ^ 62, 2 ^ 62 }, D "int64"):sum() end, "int64", -2 ^ 63 },
     { "uint8 + int32", function() return t({ 250, 3 }, D "uint8") + t({ 10, 4 }, D "int32") end, "int32", { 260, 7 } },
     { "uint8 + 5", function() return t({ 250, 3 }, D "uint8") + 5 end, "uint8", { 255, 8 } },
     { "uint8 + int64 0-dim", function() return t({ 250, 3 }, D "uint8") + t(300) end, "uint8", { 38, 47 } },
