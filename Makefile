@@ -3,6 +3,7 @@
 #   make test       install missing Debian packages, build, run the busted specs
 #   make example    install, build, run the main example
 #   make bench      run the benchmarks (method and results: bench/RESULTS.md)
+#   make test-asan  the specs again on an ASan+UBSan build (build-asan/), leak check on
 #   make fuzz-loaders  fuzz the file loaders and the kernel cache's metadata (FUZZING.md)
 #   make doc        the API reference doc/api.md from the doc strings
 
@@ -18,6 +19,17 @@ LUAJIT  ?= luajit
 
 # build dir; the Lua side finds another one through TIDE_BUILD
 B ?= build
+
+# SAN=1: AddressSanitizer + UndefinedBehaviorSanitizer (make test-asan builds
+# $(ASAN_B) so; a spec that links a C driver against libtide.a gets the flags
+# from print-libs, which sees SAN=1 in the environment)
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+ifeq ($(SAN),1)
+OPT     := -O1 -march=x86-64 -mtune=generic
+CFLAGS  += $(SAN_FLAGS)
+LIBS    += $(SAN_FLAGS)
+endif
+ASAN_B  ?= build-asan
 
 SRC := $(wildcard runtime/*.c) $(wildcard jit/*.c) $(wildcard opencl/*.c)
 RT_ISA_FILES := runtime/rt_ew.c runtime/rt_red.c runtime/rt_row.c runtime/rt_attn.c runtime/rt_optim.c runtime/rt_conv.c
@@ -109,6 +121,23 @@ deps:
 test: deps all
 	@sh scripts/run-tests.sh
 
+# The specs on an ASan+UBSan libtide loaded by the uninstrumented luajit
+# (run-tests.sh preloads the ASan runtime into the luajit processes, and only
+# them: not into the compilers and tools specs run). Any report fails the spec file
+# that triggered it; the leak check runs at each process's exit, with the
+# leaks of libgccjit, PoCL/LLVM, OpenBLAS and LuaJIT suppressed
+# (scripts/lsan.supp), never the runtime's own. The kernel and PoCL caches are
+# the normal build's: compiled kernels are not instrumented either way.
+test-asan: deps
+	@$(MAKE) -s SAN=1 B=$(ASAN_B) all
+	@SAN=1 TIDE_BUILD=$(ASAN_B) TIDE_CACHE_DIR="$${TIDE_CACHE_DIR-$(CURDIR)/$(B)/jit-cache}" \
+	  POCL_CACHE_DIR="$${POCL_CACHE_DIR-$(CURDIR)/$(B)/pocl-cache}" \
+	  TIDE_TEST_PRELOAD="$$($(CC) -print-file-name=libasan.so)" \
+	  ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:detect_odr_violation=0:$${ASAN_OPTIONS-}" \
+	  LSAN_OPTIONS="suppressions=$(CURDIR)/scripts/lsan.supp:print_suppressions=0:$${LSAN_OPTIONS-}" \
+	  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:$${UBSAN_OPTIONS-}" \
+	  sh scripts/run-tests.sh
+
 # the main example: Fashion-MNIST, the MLP for 2 epochs (85.87% test accuracy, well under 2 minutes)
 example: deps all
 	@sh scripts/install-deps.sh dataset-fashion-mnist
@@ -141,7 +170,7 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: FORCE all deps doc test example tour fashion gpt seed bench clean stats install examples/c_host \
+.PHONY: FORCE all deps doc test test-asan example tour fashion gpt seed bench clean stats install examples/c_host \
 	fuzz-deps fuzz-loaders fuzz-loaders-replay fuzz-loaders-merge
 
 # -- Loader fuzzing (FUZZING.md, "Loaders"): libFuzzer from clang 14 --------------------------

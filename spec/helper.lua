@@ -204,4 +204,14 @@ function H.mlp_step(seed)
   return model, step
 end
 
+-- true when this process runs with AddressSanitizer (make test-asan preloads it):
+-- resident sizes then measure ASan's quarantine of freed memory, not tide
+H.asan = (function()
+  local f = io.open("/proc/self/maps")
+  if not f then return false end
+  local maps = f:read("*a")
+  f:close()
+  return maps:find("libasan", 1, true) ~= nil
+end)()
+
 return H

@@ -877,6 +877,7 @@ int main(int argc, char **argv)
     report(r < 0 && strstr(td_last_error(), "NYI") && strstr(td_last_error(), "matmul"),
            "an unknown op fails loudly by name", td_last_error());
     report(cg_kernel_c_source(k) == NULL, "cg_kernel_c_source of an unknown op is NULL", "printed");
+    cg_kernel_free(k); free(k);
   }
   /* a column sum in a kernel without its scratch buffer: invalid IR, an error naming it */
   {
@@ -892,6 +893,7 @@ int main(int argc, char **argv)
     int r = cg_compile(&k, 1, &f);
     report(r < 0 && strstr(td_last_error(), "invalid kernel IR") && strstr(td_last_error(), "scratch"),
            "a column sum without its scratch buffer is invalid IR, named", td_last_error());
+    cg_kernel_free(k); free(k);
   }
 
   FILE *f = csrc ? fopen(csrc, "w") : NULL;
@@ -908,6 +910,7 @@ int main(int argc, char **argv)
   cg_stats(&st);
   printf("stats compiles=%lld disk_loads=%lld mem_hits=%lld kernels_compiled=%lld compile_ms=%.1f\n",
          (long long)st.compiles, (long long)st.disk_loads, (long long)st.mem_hits, (long long)st.kernels_compiled, st.compile_ms);
+  fflush(stdout);     /* a sanitizer build's leak check ends the process without flushing stdio */
   for (int i = 0; i < KN; i++) { cg_kernel_free(ks[i]); free(ks[i]); }
   return nfail ? 1 : 0;
 }

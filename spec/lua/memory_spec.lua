@@ -34,8 +34,11 @@ describe("memory", function()
     assert.is_true(grown < 64 * MiB + 2 * base + 16 * MiB,
       ("live bytes grew by %.1f MiB over a base of %.1f MiB"):format(grown / MiB, base / MiB))
     local drift = rss() - rss10k
-    assert.is_true(drift < 24 * MiB, ("resident size grew by %.1f MiB from 10k to 100k iterations"):format(drift / MiB))
+    if not H.asan then
+      assert.is_true(drift < 24 * MiB, ("resident size grew by %.1f MiB from 10k to 100k iterations"):format(drift / MiB))
+    end
   end)
+  if H.asan then pending("the resident-size drift is not checked under ASan (its quarantine keeps freed memory)") end
 
   it("autograd temporaries are released with their graphs", function()
     collectgarbage()
