@@ -30,8 +30,11 @@ Design note.
   file replaced by an atomic save keeps the old mapping valid) and each tensor
   whose data offset is aligned to its element size is a storage inside the
   mapping, which is unmapped when the last such tensor dies. Unaligned entries,
-  bool entries with bytes other than 0/1, and {mmap = false} read with pread
-  into fresh storage instead.
+  bool entries with bytes other than 0/1, files on network filesystems (another
+  host may rewrite them in place) and {mmap = false} read with pread into
+  fresh storage instead. A mapped file truncated in place (not replaced by
+  rename) kills the process with SIGBUS at the next access to a lost page:
+  no mapping can prevent that, so it is documented (README, M.load).
 * Devices: save copies a tensor on OpenCL to the CPU to write it (as
   torch.save); load makes CPU tensors, or moves them to {device = "opencl"}
   (torch.load's map_location for a device string).
@@ -57,8 +60,21 @@ int unlink(const char *path);
 int getpid(void);
 char *strerror(int errnum);
 ]]
-local O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC, O_CLOEXEC = 0, 1, 0x40, 0x200, 0x80000
-local EINTR = 4
+-- (under names of their own, so a host's or spec's cdef of the same functions never clashes)
+ffi.cdef [[
+typedef struct tide_dirent { uint64_t d_ino; int64_t d_off; unsigned short d_reclen; unsigned char d_type;
+  char d_name[256]; } tide_dirent;
+void *tide_opendir(const char *path) __asm__("opendir");
+tide_dirent *tide_readdir(void *dir) __asm__("readdir");
+int tide_closedir(void *dir) __asm__("closedir");
+int tide_flock(int fd, int op) __asm__("flock");
+int tide_kill(int pid, int sig) __asm__("kill");
+int tide_fstatfs(int fd, void *buf) __asm__("fstatfs");
+]]
+local O_RDONLY, O_WRONLY, O_CREAT, O_EXCL = 0, 1, 0x40, 0x80
+local O_NONBLOCK, O_NOFOLLOW, O_CLOEXEC = 0x800, 0x20000, 0x80000
+local EINTR, ESRCH, EEXIST = 4, 3, 17
+local LOCK_EX, LOCK_NB = 2, 4
 assert(ffi.abi("le"), "tide.serialize: big-endian hosts are not supported")
 
 local M = {}
@@ -220,15 +236,79 @@ end
 
 -- -- Files --------------------------------------------------------------------------------
 
--- Write chunks ({ptr, n} or strings) to path atomically: path.tmp.<pid>, fsync, rename.
+--[[
+Saving. write_atomic writes into a temp file next to the target, fsyncs it,
+renames it over the target and fsyncs the directory: a reader (or a crash)
+sees the old file or the new one, whole. A write that fails (a full disk,
+EFBIG, EIO) removes the temp file and raises; the target is left as it was.
+
+Temp files are "<path>.tmp.<pid>.<k>" (created O_EXCL: threads and processes
+saving the same path never share one) and stay flock'ed by their writer until
+after the rename. A writer killed before the rename leaves its temp file
+behind; the next save of the same path removes every such file whose pid is
+not alive on this host and whose lock nobody holds (the lock is what protects
+a live writer on another host sharing the directory, e.g. over NFS). Names of
+the older form "<path>.tmp.<pid>" are cleaned the same way.
+--]]
+
+-- dir and base name of a path ("a/b" -> "a", "b"; "b" -> ".", "b"; "/b" -> "/", "b")
+local function split_path(path)
+  local dir, base = path:match("^(.*)/([^/]*)$")
+  if not dir then return ".", path end
+  return dir == "" and "/" or dir, base
+end
+
+local function pid_dead(pid)
+  return C.tide_kill(pid, 0) ~= 0 and ffi.errno() == ESRCH
+end
+
+-- Remove the temp files that killed saves of path left behind.
+local function clean_stale(path)
+  local dir, base = split_path(path)
+  local prefix, me = base .. ".tmp.", C.getpid()
+  local d = C.tide_opendir(dir)
+  if d == nil then return end
+  local stale = {}
+  while true do
+    local e = C.tide_readdir(d)
+    if e == nil then break end
+    local name = ffi.string(e.d_name)
+    if name:sub(1, #prefix) == prefix then
+      local rest = name:sub(#prefix + 1)
+      local pid = tonumber(rest:match("^(%d+)$") or rest:match("^(%d+)%.%d+$"))
+      if pid and pid ~= me and pid < 2 ^ 31 and pid_dead(pid) then stale[#stale + 1] = name end
+    end
+  end
+  C.tide_closedir(d)
+  for _, name in ipairs(stale) do
+    local p = dir .. "/" .. name
+    local fd = C.open(p, O_RDONLY + O_NONBLOCK + O_NOFOLLOW + O_CLOEXEC, 0)
+    if fd >= 0 then
+      if C.tide_flock(fd, LOCK_EX + LOCK_NB) == 0 then C.unlink(p) end
+      C.close(fd)
+    end
+  end
+end
+
+-- Write chunks ({ptr, n} or strings) to path atomically (above).
 local function write_atomic(fname, path, chunks)
-  local tmp = ("%s.tmp.%d"):format(path, C.getpid())
-  local fd = C.open(tmp, O_WRONLY + O_CREAT + O_TRUNC + O_CLOEXEC, 420)   -- 0644
-  if fd < 0 then raise(("%s: %s: cannot create %s: %s"):format(fname, path, tmp, errstr())) end
+  clean_stale(path)
+  local base, fd, tmp = ("%s.tmp.%d."):format(path, C.getpid()), -1, nil
+  for k = 1, 1000 do
+    tmp = base .. k
+    fd = C.open(tmp, O_WRONLY + O_CREAT + O_EXCL + O_CLOEXEC, 420)   -- 0644 (less the umask)
+    if fd >= 0 then
+      if C.tide_flock(fd, LOCK_EX + LOCK_NB) == 0 then break end
+      C.close(fd); fd = -1            -- a cleaner holds it: it is about to go; take the next name
+    elseif ffi.errno() ~= EEXIST then
+      raise(("%s: %s: cannot create the temp file %s: %s"):format(fname, path, tmp, errstr()))
+    end
+  end
+  if fd < 0 then raise(("%s: %s: cannot create a temp file next to it: %s"):format(fname, path, errstr())) end
   local function bail(what)
     local e = errstr()
-    C.close(fd); C.unlink(tmp)
-    raise(("%s: %s: %s failed: %s"):format(fname, path, what, e))
+    C.unlink(tmp); C.close(fd)
+    raise(("%s: %s: %s failed: %s (the file at that path, if any, is unchanged)"):format(fname, path, what, e))
   end
   for _, ch in ipairs(chunks) do
     local p, n = ch, 0
@@ -242,14 +322,11 @@ local function write_atomic(fname, path, chunks)
     end
   end
   if C.fsync(fd) ~= 0 then bail("fsync") end
-  if C.close(fd) ~= 0 then fd = -1; C.unlink(tmp); raise(("%s: %s: close failed: %s"):format(fname, path, errstr())) end
-  if C.rename(tmp, path) ~= 0 then
-    local e = errstr(); C.unlink(tmp)
-    raise(("%s: %s: rename failed: %s"):format(fname, path, e))
-  end
+  if C.rename(tmp, path) ~= 0 then bail("rename") end
+  -- closed after the rename: the lock covers the temp file's whole life
+  if C.close(fd) ~= 0 then raise(("%s: %s: close failed: %s"):format(fname, path, errstr())) end
   -- the directory entry: fsync the directory so the rename itself is durable
-  local dir = path:match("^(.*)/[^/]*$") or "."
-  local dfd = C.open(dir == "" and "/" or dir, O_RDONLY + O_CLOEXEC, 0)
+  local dfd = C.open(split_path(path), O_RDONLY + O_CLOEXEC, 0)
   if dfd >= 0 then C.fsync(dfd); C.close(dfd) end
 end
 
@@ -311,10 +388,36 @@ local function host_data(fname, x, what)
   if fl.device_type ~= 0 then x = x:to("cpu") end
   x = x:contiguous()
   fl = fields(x)
+  -- a shape the loaders would refuse (M.file_shape_error: dims and the product of the
+  -- non-zero ones up to 2^53) is refused here: only a size-0 tensor can have one
+  local dims, big = {}, false
+  for i = 0, fl.ndim - 1 do
+    dims[i + 1] = tonumber(fl.sizes[i])
+    big = big or fl.sizes[i] > MAX_INT
+  end
+  if big or M.file_shape_error(dims, fl.ndim) then
+    for j = 0, fl.ndim - 1 do dims[j + 1] = tostring(fl.sizes[j]):gsub("LL$", "") end
+    raise(("%s: %s has shape [%s]: a file cannot hold it (loading reads dims, and the product of the non-zero "
+      .. "ones, up to 2^53)"):format(fname, what, table.concat(dims, ", ")))
+  end
   local n = tonumber(fl.nelem) * C.td_dtype_size(fl.scalar_type)
   if n > 0 and fl.ptr == nil then raise(("%s: %s has no data"):format(fname, what)) end
   return x, fl.ptr, n
 end
+
+-- Whether fd's file lives on a network filesystem (NFS, SMB/CIFS, FUSE, 9p, Ceph,
+-- AFS, Lustre, GlusterFS over FUSE, ...): another machine can rewrite such a
+-- file in place at any time, and a mapped page that is no longer in the file
+-- kills the process with SIGBUS, so load reads those files instead of mapping.
+local NETFS = { [0x6969] = "nfs", [0x517B] = "smb", [0xFF534D42] = "cifs", [0xFE534D42] = "smb2",
+  [0x65735546] = "fuse", [0x01021997] = "9p", [0x00C36400] = "ceph", [0x5346414F] = "afs",
+  [0x73757245] = "coda", [0x0BD00BD0] = "lustre", [0x7461636F] = "ocfs2", [0x01161970] = "gfs2" }
+local statfs_buf = ffi.new("int64_t[16]")      -- struct statfs (120 bytes on x86-64), f_type first
+local function network_fs(fd)
+  if C.tide_fstatfs(fd, statfs_buf) ~= 0 then return nil end
+  return NETFS[tonumber(statfs_buf[0]) % 2 ^ 32]
+end
+M.network_fs = network_fs
 
 -- -- safetensors --------------------------------------------------------------------------
 
@@ -394,7 +497,7 @@ function M.save(value, path)
   local parts, chunks, off = {}, {}, 0
   parts[1] = '"__metadata__":{"format":"pt",' .. jstr(TREE_KEY) .. ":" .. jstr(tree) .. "}"
   for _, e in ipairs(entries) do
-    local x, ptr, n = host_data("save", e.t, "the tensor at " .. e.where)
+    local x, ptr, n = host_data("save", e.t, e.where == "the value" and "the tensor" or "the tensor at " .. e.where)
     local fl = fields(x)
     local shape = {}
     for i = 0, fl.ndim - 1 do shape[#shape + 1] = jnum(tonumber(fl.sizes[i])) end
@@ -479,12 +582,20 @@ local function file_shape_error(shape, n)
 end
 M.file_shape_error = file_shape_error
 
--- load(path, {mmap=true, device="cpu"}) -> value, metadata
---- tide.load(path[, {mmap = true, device}]) -> value, metadata
+-- load(path, {mmap=nil, device="cpu"}) -> value, metadata. mmap: nil maps files on local
+-- filesystems and reads those on network ones; true maps always; false reads. A mapped
+-- file must not be truncated or rewritten in place while tensors loaded from it live
+-- (SIGBUS on the next access to a page gone from the file): tide.save replaces files
+-- by rename, which is safe; load with {mmap = false} a file other programs rewrite.
+--- tide.load(path[, {mmap, device}]) -> value, metadata
 --- Reads a safetensors file (tide's nested values, or a flat name -> tensor table from elsewhere).
+--- The file is mapped (mmap = nil: on local filesystems; true: always; false: read instead); a mapped
+--- file truncated or rewritten in place while its tensors live kills the process (SIGBUS).
 function M.load(path, opts)
   opts = args.opts("load", opts, "mmap device", 2)
-  local use_map = opts.mmap ~= false
+  local mm = opts.mmap
+  if mm ~= nil and type(mm) ~= "boolean" then tensor.argerr(2, "load", "boolean mmap option", mm) end
+  local use_map = mm == nil and "auto" or mm
   local device = opts.device
   if device ~= nil and tensor.check_device(device, "load") == 0 then device = nil end
   local f = open_read("load", path)
@@ -572,6 +683,7 @@ function M.load(path, opts)
     if tree == nil then fail("bad JSON in the tree: " .. terr) end
   end
   local tensors = {}
+  if use_map == "auto" and network_fs(f.fd) then use_map = false end
   local map = use_map and #list > 0 and C.td_map_fd(f.fd, nil) or nil
   -- map == nil: not mappable (a pipe, /proc): read instead
   local mapped = map ~= nil and ffi.cast("const uint8_t *", C.td_mapping_data(map))
