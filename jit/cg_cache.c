@@ -12,15 +12,21 @@
 **           written (temp, fsync, rename) before H.so is renamed into place.
 ** A .so is loaded only when its meta matches: format version, hash, size,
 ** content hash and ELF magic. Anything else is deleted and rebuilt, never
-** dlopen'ed. The batch hash covers the format version, the ISA level, extra
-** compiler options and every kernel's IR hash and name.
+** dlopen'ed; a name that is not a regular file (a FIFO, a directory) is a
+** miss with a warning, opened without blocking and never read. The batch
+** hash covers the format version, the ISA level, extra compiler options and
+** every kernel's IR hash and name. A directory that cannot be created or
+** written means kernels stay in memory (one warning per process). Temp files
+** of killed compiles are removed (see "Temp files").
 */
 #include "cg_emit.h"
 #include "cg_meta.h"
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,32 +116,73 @@ static uint64_t batch_hash(CgKernel *const *ks, int n)
 
 /* -- Disk cache ------------------------------------------------------------------------ */
 
-/* the cache dir (created), or NULL when disabled or unusable */
-static const char *cache_dir(char *buf, size_t n)
+/* A malloc'd "a" "b" (paths of any length: no fixed buffer to truncate them). */
+static char *path_cat(const char *a, const char *b)
+{
+  size_t na = strlen(a), nb = strlen(b);
+  char *p = malloc(na + nb + 1);
+  if (p) { memcpy(p, a, na); memcpy(p + na, b, nb + 1); }
+  return p;
+}
+
+/* Say once per process that the disk cache is off, and why: a read-only,
+** missing or uncreatable directory is not an error, compiling still works. */
+static void cache_warn(const char *dir, const char *why)
+{
+  static int warned;
+  if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
+  fprintf(stderr, "tide.compile: the kernel cache directory %s cannot be used (%s); compiled kernels are kept "
+          "in memory only (set TIDE_CACHE_DIR to a writable directory, or to nothing to turn the disk cache off)\n",
+          dir, why);
+}
+
+static void clean_stale(const char *dir);
+
+/* The cache dir (created), malloc'd, or NULL when disabled or unusable. */
+static char *cache_dir(void)
 {
   const char *d = getenv("TIDE_CACHE_DIR"), *x;
-  if (d) { if (!*d) return NULL; snprintf(buf, n, "%s", d); }
-  else if ((x = getenv("XDG_CACHE_HOME")) && *x) snprintf(buf, n, "%s/tide", x);
-  else if ((x = getenv("HOME")) && *x) snprintf(buf, n, "%s/.cache/tide", x);
+  char *buf;
+  if (d) { if (!*d) return NULL; buf = path_cat(d, ""); }
+  else if ((x = getenv("XDG_CACHE_HOME")) && *x) buf = path_cat(x, "/tide");
+  else if ((x = getenv("HOME")) && *x) buf = path_cat(x, "/.cache/tide");
   else return NULL;
+  if (!buf) return NULL;
+  int err = 0;
   for (char *p = buf + 1; *p; p++)          /* mkdir -p */
-    if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
-  mkdir(buf, 0755);
+    if (*p == '/') { *p = 0; if (mkdir(buf, 0755) && errno != EEXIST) err = errno; *p = '/'; }
+  if (mkdir(buf, 0755) && errno != EEXIST) err = errno;
   struct stat st;
-  if (stat(buf, &st) || !S_ISDIR(st.st_mode) || access(buf, W_OK | X_OK)) return NULL;
+  const char *why = NULL;
+  if (stat(buf, &st)) why = strerror(err ? err : errno);
+  else if (!S_ISDIR(st.st_mode)) why = "not a directory";
+  else if (access(buf, W_OK | X_OK)) why = strerror(errno);
+  if (why) { cache_warn(buf, why); free(buf); return NULL; }
+  clean_stale(buf);
   return buf;
 }
 
-static char *read_file(const char *path, size_t *n, size_t max)
+/* A cached file's bytes (malloc'd, NUL-terminated) in *out. 0, or -1 when it
+** does not exist, -2 when it cannot be used: not a regular file (opened
+** without blocking: a FIFO named like a cache file must not hang the
+** process), larger than max, unreadable. */
+static int read_file(const char *path, size_t *n, size_t max, char **out)
 {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
+  *out = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return errno == ENOENT ? -1 : -2;
   struct stat st;
   char *b = NULL;
-  if (!fstat(fd, &st) && S_ISREG(st.st_mode) && (size_t)st.st_size <= max && (b = malloc(st.st_size + 1))) {
+  if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+    fprintf(stderr, "tide.compile: %s in the kernel cache is not a regular file; it is ignored (a cache miss)\n", path);
+    close(fd);
+    return -2;
+  }
+  if ((size_t)st.st_size <= max && (b = malloc(st.st_size + 1))) {
     size_t got = 0;
     while (got < (size_t)st.st_size) {
       ssize_t r = read(fd, b + got, st.st_size - got);
+      if (r < 0 && errno == EINTR) continue;
       if (r <= 0) break;
       got += r;
     }
@@ -144,7 +191,8 @@ static char *read_file(const char *path, size_t *n, size_t max)
     if (got != (size_t)st.st_size) { free(b); b = NULL; }
   }
   close(fd);
-  return b;
+  *out = b;
+  return b ? 0 : -2;
 }
 
 static int fsync_path(const char *path)
@@ -156,58 +204,128 @@ static int fsync_path(const char *path)
   return rc;
 }
 
-static void paths(const char *dir, uint64_t bh, char *so, char *meta, size_t n)
+/* "<dir>/<16 hex digits of bh><ext>", malloc'd */
+static char *cache_path(const char *dir, uint64_t bh, const char *ext)
 {
-  snprintf(so, n, "%s/%016llx.so", dir, (unsigned long long)bh);
-  snprintf(meta, n, "%s/%016llx.meta", dir, (unsigned long long)bh);
+  char name[40];
+  snprintf(name, sizeof name, "/%016llx%s", (unsigned long long)bh, ext);
+  return path_cat(dir, name);
 }
 
 /* Load batch bh from the disk cache into fns. 0 = loaded, 1 = not there,
 ** -1 = there but invalid (deleted). */
 static int disk_load(const char *dir, uint64_t bh, CgKernel *const *ks, int n, CgKernelFn *fns)
 {
-  char so[1200], meta[1200];
-  paths(dir, bh, so, meta, sizeof so);
+  char *so = cache_path(dir, bh, ".so"), *meta = cache_path(dir, bh, ".meta"), *m = NULL, *b = NULL;
+  int res = 1;
+  if (!so || !meta) goto done;
   size_t mn = 0, sn = 0;
-  char *m = read_file(meta, &mn, 4096);
-  if (!m) {
-    if (access(so, F_OK) == 0) { unlink(so); return -1; }   /* a .so without meta: foreign or torn */
-    return 1;
+  int mrc = read_file(meta, &mn, 4096, &m);
+  if (mrc == -2) goto done;                                /* unusable: a miss, left alone */
+  if (mrc == -1) {
+    struct stat st;
+    if (!lstat(so, &st) && S_ISREG(st.st_mode)) { unlink(so); res = -1; }   /* a .so without meta: foreign or torn */
+    goto done;
   }
   CgMeta md;
   int ok = cg_meta_parse(m, mn, &md) == 0 && md.version == CG_FORMAT_VERSION && md.hash == bh;
   uint64_t size = md.size, sum = md.fnv;
-  free(m);
-  char *b = ok ? read_file(so, &sn, CG_MAX_SO) : NULL;
-  if (ok && !b && access(so, F_OK) != 0) return 1;     /* meta written, .so not yet renamed */
+  int src = ok ? read_file(so, &sn, CG_MAX_SO, &b) : 0;
+  if (ok && src == -1) goto done;                          /* meta written, .so not yet renamed */
+  if (ok && src == -2 && !b) {
+    struct stat st;
+    if (lstat(so, &st) || !S_ISREG(st.st_mode)) goto done; /* not a regular file: a miss, left alone */
+  }
   ok = ok && b && sn == size && sn > 4 && !memcmp(b, "\177ELF", 4) && fnv(0xcbf29ce484222325ull, b, sn) == sum;
-  free(b);
   void *dl = ok ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
   for (int i = 0; dl && i < n; i++)
     if (!(fns[i] = (CgKernelFn)dlsym(dl, ks[i]->name))) { dlclose(dl); dl = NULL; }
-  if (!dl) { unlink(so); unlink(meta); return -1; }
-  return 0;                                            /* the handle stays open for the process */
+  if (!dl) { unlink(so); unlink(meta); res = -1; goto done; }
+  res = 0;                                                 /* the handle stays open for the process */
+done:
+  free(so); free(meta); free(m); free(b);
+  return res;
+}
+
+/* -- Temp files ---------------------------------------------------------------------------
+** A batch is compiled into ".tmp-<batch hash>-<host>-<pid>-XXXXXX" (mkstemp)
+** and renamed into place. A process killed while compiling leaves its temp
+** files behind; the first compile of each process that uses the directory
+** removes those of this host whose process is gone, and any other ".tmp-"
+** file older than a day (another host's, or an older tide's). */
+
+static char host_buf[72];
+static void host_fill(void)
+{
+  char h[65] = "";
+  gethostname(h, sizeof h - 1);
+  int k = 0;
+  for (const char *c = h; *c && k < 64; c++)          /* '-' separates the name's fields */
+    host_buf[k++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ? *c : '_';
+  if (!k) host_buf[k++] = '_';
+  host_buf[k] = 0;
+}
+/* this host's name, as a temp file's field */
+static const char *host_tag(void)
+{
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, host_fill);
+  return host_buf;
+}
+
+static void clean_stale(const char *dir)
+{
+  static char *done;                       /* the directory cleaned last (cg_mu held) */
+  if (done && !strcmp(done, dir)) return;
+  free(done);
+  done = path_cat(dir, "");
+  DIR *d = opendir(dir);
+  if (!d) return;
+  const char *me = host_tag();
+  time_t now = time(NULL);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strncmp(e->d_name, ".tmp-", 5)) continue;
+    char host[72], suf[8];
+    int pid = 0, end = 0, rm = 0;
+    if (sscanf(e->d_name, ".tmp-%*16[0-9a-f]-%64[^-]-%d-%6[A-Za-z0-9]%n", host, &pid, suf, &end) == 3 &&
+        !e->d_name[end] && !strcmp(host, me))
+      rm = pid > 0 && pid != getpid() && kill(pid, 0) && errno == ESRCH;
+    else {
+      struct stat st;
+      rm = !fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) && now - st.st_mtime > 86400;
+    }
+    if (rm) unlinkat(dirfd(d), e->d_name, 0);
+  }
+  closedir(d);
+}
+
+static int tmp_file(const char *dir, uint64_t bh, char **path)
+{
+  char name[128];
+  snprintf(name, sizeof name, "/.tmp-%016llx-%s-%d-XXXXXX", (unsigned long long)bh, host_tag(), (int)getpid());
+  if (!(*path = path_cat(dir, name))) return -1;
+  int fd = mkstemp(*path);
+  if (fd < 0) { free(*path); *path = NULL; }
+  return fd;
 }
 
 /* Compile the batch into the cache dir and load it. 0, or nonzero when the
 ** disk could not be used (the caller compiles in memory); *rc a compile error. */
 static int disk_build(const char *dir, uint64_t bh, CgKernel *const *ks, int n, CgKernelFn *fns, int *rc)
 {
-  char so[1200], meta[1200], tso[1300], tmeta[1300];
-  paths(dir, bh, so, meta, sizeof so);
-  snprintf(tso, sizeof tso, "%s/.tmp-%016llx-XXXXXX", dir, (unsigned long long)bh);
-  int fd = mkstemp(tso);
-  if (fd < 0) return 1;
+  char *so = cache_path(dir, bh, ".so"), *meta = cache_path(dir, bh, ".meta"), *tso = NULL, *tmeta = NULL, *b = NULL;
+  int res = 1, fd;
+  if (!so || !meta || (fd = tmp_file(dir, bh, &tso)) < 0) goto done;
   close(fd);
   *rc = cg_jit_build(ks, n, tso, NULL);
-  if (*rc) { unlink(tso); return 0; }
+  if (*rc) { unlink(tso); res = 0; goto done; }
   cg_st.compiles++;
   size_t sn = 0;
-  char *b = read_file(tso, &sn, CG_MAX_SO);
+  read_file(tso, &sn, CG_MAX_SO, &b);
   int fail = !b || sn < 4 || fsync_path(tso);
   if (!fail) {
-    snprintf(tmeta, sizeof tmeta, "%s/.tmp-%016llx-XXXXXX", dir, (unsigned long long)bh);
-    FILE *f = (fd = mkstemp(tmeta)) >= 0 ? fdopen(fd, "w") : NULL;
+    FILE *f = (fd = tmp_file(dir, bh, &tmeta)) >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) { if (fd >= 0) close(fd); fail = 1; }
     else {
       CgMeta md = { CG_FORMAT_VERSION, bh, sn, fnv(0xcbf29ce484222325ull, b, sn) };
@@ -216,14 +334,16 @@ static int disk_build(const char *dir, uint64_t bh, CgKernel *const *ks, int n, 
       fail = fflush(f) || fsync(fileno(f));
       fail = fclose(f) || fail;
       fail = fail || rename(tmeta, meta) || rename(tso, so);
-      if (fail) unlink(tmeta);
     }
+    if (fail && tmeta) unlink(tmeta);
   }
-  free(b);
-  if (fail) { unlink(tso); return 1; }
+  if (fail) { unlink(tso); goto done; }
   int fd2 = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd2 >= 0) { fsync(fd2); close(fd2); }
-  return disk_load(dir, bh, ks, n, fns) == 0 ? 0 : 1;
+  res = disk_load(dir, bh, ks, n, fns) == 0 ? 0 : 1;
+done:
+  free(so); free(meta); free(tso); free(tmeta); free(b);
+  return res;
 }
 
 /* -- Compile ---------------------------------------------------------------------------- */
@@ -251,8 +371,7 @@ int cg_compile(CgKernel *const *ks, int n, CgKernelFn *fns)
   }
   if (nm) {
     double t0 = now_ms();
-    char dbuf[1024];
-    const char *dir = cache_dir(dbuf, sizeof dbuf);
+    char *dir = cache_dir();
     uint64_t bh = batch_hash(miss, nm);
     int done = 0, loaded = 0;
     if (dir && disk_load(dir, bh, miss, nm, mfn) == 0) { cg_st.disk_loads++; done = loaded = 1; }
@@ -265,6 +384,7 @@ int cg_compile(CgKernel *const *ks, int n, CgKernelFn *fns)
       for (int j = 0; j < nm; j++) tab_put(miss[j]->hash, mfn[j]);
       if (!loaded) cg_st.kernels_compiled += nm;
     }
+    free(dir);
     cg_st.compile_ms += now_ms() - t0;
     for (int i = 0; i < n && !rc; i++)
       if (!fns[i]) for (int j = 0; j < nm; j++) if (miss[j]->hash == ks[i]->hash) { fns[i] = mfn[j]; break; }
