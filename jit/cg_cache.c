@@ -44,12 +44,14 @@ static CgStats cg_st;
 
 int cg_host_lanes(void)
 {
-  static int lanes;
+  static int cached;                          /* atomic: read once, by whichever thread is first */
+  int lanes = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (!lanes) {
     const char *isa = getenv("TIDE_CG_ISA");   /* "v3" forces AVX2 on an AVX-512 host */
     __builtin_cpu_init();
     int v4 = __builtin_cpu_supports("avx512f") && !(isa && !strcmp(isa, "v3"));
     lanes = v4 ? 16 : 8;
+    __atomic_store_n(&cached, lanes, __ATOMIC_RELAXED);
   }
   return lanes;
 }
@@ -429,12 +431,14 @@ static _Thread_local size_t run_npart;
 ** 320 MiB inside this machine's VM.) */
 static int64_t nt_bytes(void)
 {
-  static int64_t v = -1;
+  static int64_t cached = -1;                 /* atomic: read once, by whichever thread is first */
+  int64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (v < 0) {
     const char *s = getenv("TIDE_NT_BYTES");
     char *end = NULL;
     long long x = s && *s ? strtoll(s, &end, 10) : -1;
     v = x >= 0 && end && *end == 0 ? (int64_t)x : (int64_t)16 << 20;   /* not a byte count: the default */
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
   }
   return v;
 }

@@ -360,7 +360,8 @@ static void g_init(GE *g, int vl)
   const char *extra = getenv("TIDE_CG_OPTS");     /* e.g. -fopt-info-vec-optimized (diagnostics) */
   if (extra && *extra) {
     char buf[256]; snprintf(buf, sizeof buf, "%s", extra);
-    for (char *s = strtok(buf, " "); s; s = strtok(NULL, " ")) gcc_jit_context_add_command_line_option(c, s);
+    char *save = NULL;
+    for (char *s = strtok_r(buf, " ", &save); s; s = strtok_r(NULL, " ", &save)) gcc_jit_context_add_command_line_option(c, s);
   }
   gcc_jit_context_add_driver_option(c, "-lmvec");
   gcc_jit_context_add_driver_option(c, "-lm");

@@ -612,7 +612,7 @@ static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, 
       return rt_err(TD_ERR_GRAD, "grad: input %d does not require grad", j + 1);
   }
   if (jit_tracing) jit_record_note_backward();
-  uint64_t epoch = ++engine_epoch;
+  uint64_t epoch = __atomic_add_fetch(&engine_epoch, 1, __ATOMIC_RELAXED);
   NodeVec all = { 0 }, ready = { 0 }, stack = { 0 };
   int rc = 0;
   td_tensor *seeds[RT_MAX_IN] = { 0 };

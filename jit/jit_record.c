@@ -15,7 +15,7 @@
 
 _Thread_local int jit_tracing;
 static _Thread_local JitRec *cur;
-static uint32_t trace_ids;
+static uint32_t trace_ids;                  /* atomic: traces on any thread get distinct ids */
 
 static const char *jit_names[] = {
 #define JIT_OPNAME(name) #name,
@@ -23,16 +23,19 @@ static const char *jit_names[] = {
 #undef JIT_OPNAME
 };
 
+/* lower-case names, filled once at load (before any thread can ask) */
+static char jit_low[JIT_OP__MAX - RT_OP__MAX][16];
+__attribute__((constructor)) static void jit_names_init(void)
+{
+  for (int op = JIT_OP__BASE + 1; op < JIT_OP__MAX; op++)
+    for (int i = 0; jit_names[op - RT_OP__MAX][i] && i < 15; i++)
+      jit_low[op - RT_OP__MAX][i] = (char)(jit_names[op - RT_OP__MAX][i] | 0x20);
+}
+
 const char *jit_op_name(int op)
 {
   if (op >= 0 && op < RT_OP__MAX) return rt_op_lname(op);
-  if (op > JIT_OP__BASE && op < JIT_OP__MAX) {
-    static char low[JIT_OP__MAX - RT_OP__MAX][16];
-    char *d = low[op - RT_OP__MAX];
-    if (!d[0]) for (int i = 0; jit_names[op - RT_OP__MAX][i] && i < 15; i++)
-      d[i] = (char)(jit_names[op - RT_OP__MAX][i] | 0x20);
-    return d;
-  }
+  if (op > JIT_OP__BASE && op < JIT_OP__MAX) return jit_low[op - RT_OP__MAX];
   return "?";
 }
 
@@ -63,7 +66,9 @@ JitRec *jit_rec_begin(JitRec *reuse)
 {
   JitRec *r = reuse ? reuse : calloc(1, sizeof *r);
   if (!r) return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory");
-  r->t.id = ++trace_ids ? trace_ids : ++trace_ids;
+  uint32_t id;
+  while (!(id = __atomic_add_fetch(&trace_ids, 1, __ATOMIC_RELAXED))) {}   /* 0 means real */
+  r->t.id = id;
   cur = r; jit_tracing = 1;
   return r;
 }

@@ -5,18 +5,37 @@
 */
 #include "rt.h"
 #include <math.h>
+#include <pthread.h>
 
+/* One stream per process, as PyTorch's default generator: random ops from
+** several threads draw disjoint counter ranges (under the lock), in the order
+** the threads reach it. */
 static uint64_t rng_seed = 0x5eed, rng_offset;
+static pthread_mutex_t rng_mu = PTHREAD_MUTEX_INITIALIZER;
 
-TD_API void td_manual_seed(uint64_t seed) { rng_seed = seed; rng_offset = 0; }
-TD_API void td_rng_get_state(uint64_t *seed, uint64_t *offset) { *seed = rng_seed; *offset = rng_offset; }
-TD_API void td_rng_set_state(uint64_t seed, uint64_t offset) { rng_seed = seed; rng_offset = offset; }
+TD_API void td_manual_seed(uint64_t seed) { td_rng_set_state(seed, 0); }
+
+TD_API void td_rng_get_state(uint64_t *seed, uint64_t *offset)
+{
+  pthread_mutex_lock(&rng_mu);
+  *seed = rng_seed; *offset = rng_offset;
+  pthread_mutex_unlock(&rng_mu);
+}
+
+TD_API void td_rng_set_state(uint64_t seed, uint64_t offset)
+{
+  pthread_mutex_lock(&rng_mu);
+  rng_seed = seed; rng_offset = offset;
+  pthread_mutex_unlock(&rng_mu);
+}
 
 uint64_t rt_rng_reserve(uint64_t n, uint64_t *key)
 {
+  pthread_mutex_lock(&rng_mu);
   uint64_t base = rng_offset;
   rng_offset += (n + 3) / 4;
   *key = rng_seed;
+  pthread_mutex_unlock(&rng_mu);
   return base;
 }
 

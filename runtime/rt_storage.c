@@ -84,7 +84,7 @@ void *rt_alloc(size_t n)
   if (c >= NCLASS) return NULL;
   pthread_mutex_lock(&cache_mu);
   void **p = cache_head[c];
-  if (p) { cache_head[c] = (void **)*p; cached_bytes -= r; }
+  if (p) { cache_head[c] = (void **)*p; __atomic_sub_fetch(&cached_bytes, (int64_t)r, __ATOMIC_RELAXED); }
   pthread_mutex_unlock(&cache_mu);
   if (p) return p;
   return aligned_alloc(64, r);
@@ -97,8 +97,8 @@ void rt_free(void *p, size_t n)
   if (n < CACHE_MIN) { free(p); return; }
   size_t r; int c = size_class(n, &r);
   pthread_mutex_lock(&cache_mu);
-  if ((size_t)cached_bytes + r <= cache_limit) {
-    *(void **)p = cache_head[c]; cache_head[c] = p; cached_bytes += r; p = NULL;
+  if ((size_t)cached_bytes + r <= cache_limit) {     /* (cached_bytes only changes under cache_mu) */
+    *(void **)p = cache_head[c]; cache_head[c] = p; __atomic_add_fetch(&cached_bytes, (int64_t)r, __ATOMIC_RELAXED); p = NULL;
   }
   pthread_mutex_unlock(&cache_mu);
   free(p);
@@ -110,7 +110,7 @@ TD_API void td_empty_cache(void)
   for (int c = 0; c < NCLASS; c++)
     for (void **p = cache_head[c]; p; ) { void **nx = (void **)*p; free(p); p = nx; }
   memset(cache_head, 0, sizeof cache_head);
-  cached_bytes = 0;
+  __atomic_store_n(&cached_bytes, 0, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&cache_mu);
 }
 
@@ -124,10 +124,22 @@ __attribute__((constructor)) static void storage_init(void)
 
 /* Tensor headers and small storages (header + up to 256 data bytes in one
 ** block) come from a per-thread free list: one small eager op then costs no
-** malloc at all, and glibc's free-list consolidation stays out of the loop. */
+** malloc at all, and glibc's free-list consolidation stays out of the loop.
+** A block may be freed on another thread than the one that made it (it joins
+** that thread's list). A thread's list is freed when the thread exits. */
 #define SMALL_KEEP 32768   /* 10 MiB at most: the GC frees tensors in bursts */
 static _Thread_local void *small_head;
-static _Thread_local int small_count;
+static _Thread_local int small_count, small_keyed;
+static pthread_key_t small_key;
+static pthread_once_t small_once = PTHREAD_ONCE_INIT;
+
+static void small_exit(void *unused)
+{
+  (void)unused;
+  for (void *p = small_head; p; ) { void *nx = *(void **)p; free(p); p = nx; }
+  small_head = NULL; small_count = 0;
+}
+static void small_key_init(void) { pthread_key_create(&small_key, small_exit); }
 
 void *rt_small_get(void)
 {
@@ -139,6 +151,11 @@ void *rt_small_get(void)
 void rt_small_put(void *p)
 {
   if (small_count >= SMALL_KEEP) { free(p); return; }
+  if (__builtin_expect(!small_keyed, 0)) {       /* this thread's first block: free the list at its exit */
+    pthread_once(&small_once, small_key_init);
+    pthread_setspecific(small_key, (void *)1);
+    small_keyed = 1;
+  }
   *(void **)p = small_head; small_head = p; small_count++;
 }
 
