@@ -65,7 +65,8 @@ enum { LOG_GRAPH = 1, LOG_SCHEDULE = 2, LOG_CODE = 4, LOG_RECOMPILES = 8 };
 
 static int log_flags(void)
 {
-  static int flags = -1;
+  static int cached = -1;                    /* atomic: read once, by whichever thread is first */
+  int flags = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (flags < 0) {
     const char *e = getenv("TIDE_LOG");
     flags = 0;
@@ -76,6 +77,7 @@ static int log_flags(void)
       if (strstr(e, "recompile")) flags |= LOG_RECOMPILES;
       if (strstr(e, "all")) flags = 15;
     }
+    __atomic_store_n(&cached, flags, __ATOMIC_RELAXED);
   }
   return flags;
 }
@@ -370,6 +372,37 @@ static int aot_exec(Variant *v, const JitTrace *j, const JitAot *a, td_tensor **
 
 /* -- The API --------------------------------------------------------------------------------- */
 
+/* -- One trace at a time per process ------------------------------------------------------
+** Whether this thread traces is per thread (jit_tracing, jit_record.c): eager
+** ops on any other thread are never recorded. Traces themselves run one at a
+** time per process (the RNG state a trace saves and restores, the kernel
+** caches and compiled functions shared between threads assume it): the thread
+** that begins a trace owns the process's tracing until its traces end; a
+** begin on another thread meanwhile fails. depth counts the owner's traces
+** (one, or more while one is paused). */
+static _Thread_local char owner_me;             /* never read: its address is this thread's token */
+static char *trace_owner;                       /* atomic: the owner's token, NULL = none */
+static int owner_depth;                         /* the owner's only */
+
+static char *owner_token(void) { return &owner_me; }
+
+static int trace_take(const td_compiled *cf)
+{
+  char *me = owner_token(), *none = NULL;
+  if (!__atomic_compare_exchange_n(&trace_owner, &none, me, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) && none != me)
+    return rt_err(TD_ERR_STATE, "tide.compile: %s: another thread is tracing (tide.compile runs one trace at a "
+                  "time per process)", cf->name);
+  owner_depth++;
+  return 0;
+}
+
+static void trace_give(void)
+{
+  char *me = owner_token();
+  if (__atomic_load_n(&trace_owner, __ATOMIC_ACQUIRE) == me && --owner_depth == 0)
+    __atomic_store_n(&trace_owner, NULL, __ATOMIC_RELEASE);
+}
+
 TD_API td_compiled *td_compile_new(const char *name, int flags)
 {
   td_compiled *cf = calloc(1, sizeof *cf);
@@ -383,6 +416,7 @@ TD_API td_compiled *td_compile_new(const char *name, int flags)
 TD_API void td_compile_free(td_compiled *cf)
 {
   if (!cf) return;
+  if (cf->rec) trace_give();
   jit_rec_free(cf->rec); jit_rec_free(cf->spare);
   for (int i = 0; i < cf->nv; i++) variant_free(cf->v[i]);
   free(cf->text);
@@ -403,9 +437,10 @@ TD_API void td_jit_stats(int64_t *out)
 TD_API int td_compile_begin(td_compiled *cf, int nargs, td_tensor *const *args)
 {
   if (jit_tracing) return rt_err(TD_ERR_STATE, "tide.compile: %s: already tracing", cf->name);
-  jit_rec_free(cf->rec);
+  if (trace_take(cf)) return TD_ERR_STATE;
+  if (cf->rec) { trace_give(); jit_rec_free(cf->rec); }    /* a trace left unended: discarded */
   td_rng_get_state(&cf->rng_seed, &cf->rng_off);
-  if (!(cf->rec = jit_rec_begin(cf->spare))) return TD_ERR_NOMEM;
+  if (!(cf->rec = jit_rec_begin(cf->spare))) { trace_give(); return TD_ERR_NOMEM; }
   cf->spare = NULL;
   for (int i = 0; i < nargs; i++)
     if (args[i] && jit_rec_input(cf->rec, args[i]) < 0) { td_compile_abort(cf); return TD_ERR_STATE; }
@@ -417,6 +452,7 @@ TD_API int td_compile_begin(td_compiled *cf, int nargs, td_tensor *const *args)
 static void rec_done(td_compiled *cf)
 {
   if (!cf->rec) return;
+  trace_give();
   jit_rec_reset(cf->rec);
   jit_rec_free(cf->spare);
   cf->spare = cf->rec; cf->rec = NULL;
