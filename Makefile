@@ -22,9 +22,14 @@ B ?= build
 
 # SAN=1: AddressSanitizer + UndefinedBehaviorSanitizer (make test-asan builds
 # $(ASAN_B) so; a spec that links a C driver against libtide.a gets the flags
-# from print-libs, which sees SAN=1 in the environment)
-SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+# from print-libs, which sees SAN=1 in the environment). SAN=thread:
+# ThreadSanitizer (spec/runtime/threads_spec.lua builds build-tsan/ so).
 ifeq ($(SAN),1)
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+else ifeq ($(SAN),thread)
+SAN_FLAGS := -fsanitize=thread
+endif
+ifneq ($(SAN_FLAGS),)
 OPT     := -O1 -march=x86-64 -mtune=generic
 CFLAGS  += $(SAN_FLAGS)
 LIBS    += $(SAN_FLAGS)
