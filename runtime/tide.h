@@ -5,6 +5,23 @@
 ** Conventions: 0-based dims; functions returning td_tensor* give a new (+1)
 ** reference or NULL with a message in td_last_error(); int functions return
 ** 0 or a negative TD_ERR_* code.
+**
+** Threads. Any number of threads may call tide at once on distinct tensors
+** (a C host, or one lua_State per thread, each loading tide). Per thread:
+** the error message (td_last_error), the grad mode (td_set_grad_enabled) and
+** whether the thread is tracing (ops on a thread that is not tracing are
+** never recorded). Shared by the process, and safe to share: the thread pool
+** (one job at a time; a thread that finds it busy runs its chunks itself,
+** with the same results), the caching allocator and the live-byte counter,
+** the kernel caches, and the RNG: one stream (td_manual_seed seeds it for
+** every thread; random ops on several threads draw disjoint numbers, in the
+** order the threads get there). Reference counts are atomic: any thread may
+** release. A tensor, its views, its .grad and the autograd graph through it
+** belong to one thread at a time: hand them over with the host's own
+** synchronization; two threads writing one tensor, or running backward
+** through one graph, is a race. tide.compile traces one call at a time per
+** process: td_compile_begin on a thread while another thread traces fails
+** with TD_ERR_STATE. OpenCL tensors: one thread at a time.
 */
 #ifndef TIDE_H
 #define TIDE_H
