@@ -91,7 +91,7 @@ $(B)/tide_git.h: FORCE
 	echo "#define TD_GIT_DESCRIBE \"$$d\"" > $@.tmp; cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 $(B)/tide: tools/tide.c runtime/tide.h $(B)/tide_git.h $(B)/libtide.so
 	$(CC) $(OPT) -std=gnu11 -Wall -Wextra -Iruntime -I$(B) $(LUAJIT_CFLAGS) -DTIDE_SRC_LUA='"$(CURDIR)/lua"' \
-	  tools/tide.c -o $@ -L$(B) -ltide $(LUAJIT_LIBS) -ldl -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib'
+	  tools/tide.c -o $@ -L$(B) -ltide $(LUAJIT_LIBS) -ldl -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' $(SAN_FLAGS)
 FORCE:
 
 # the API reference from the doc strings next to the code (spec/lua/doc_spec.lua checks it is current)
