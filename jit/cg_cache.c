@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #define CG_FORMAT_VERSION 11  /* bump when the code printed for the same kernel IR changes */
 #define CG_MAX_SO (256 << 20)
@@ -42,16 +43,17 @@ static CgStats cg_st;
 
 /* -- Host ------------------------------------------------------------------------ */
 
+static int host_lanes;                        /* atomic: read once, by whichever thread is first */
+
 int cg_host_lanes(void)
 {
-  static int cached;                          /* atomic: read once, by whichever thread is first */
-  int lanes = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  int lanes = __atomic_load_n(&host_lanes, __ATOMIC_RELAXED);
   if (!lanes) {
     const char *isa = getenv("TIDE_CG_ISA");   /* "v3" forces AVX2 on an AVX-512 host */
     __builtin_cpu_init();
     int v4 = __builtin_cpu_supports("avx512f") && !(isa && !strcmp(isa, "v3"));
     lanes = v4 ? 16 : 8;
-    __atomic_store_n(&cached, lanes, __ATOMIC_RELAXED);
+    __atomic_store_n(&host_lanes, lanes, __ATOMIC_RELAXED);
   }
   return lanes;
 }
@@ -216,6 +218,99 @@ static char *cache_path(const char *dir, uint64_t bh, const char *ext)
 
 /* Load batch bh from the disk cache into fns. 0 = loaded, 1 = not there,
 ** -1 = there but invalid (deleted). */
+/* dlopen a compiled batch (kept open for the process) and find its kernels */
+static int load_so(const char *so, CgKernel *const *ks, int n, CgKernelFn *fns)
+{
+  void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  for (int i = 0; dl && i < n; i++)
+    if (!(fns[i] = (CgKernelFn)dlsym(dl, ks[i]->name))) { dlclose(dl); dl = NULL; }
+  return dl ? 0 : -1;
+}
+
+/* -- Builds that cannot end the process ----------------------------------------------------
+** libgccjit ends the process on an internal compiler error (exit(4), as gcc
+** does), and libgccjit 12 has such errors on a few AVX-512 patterns (a
+** float64 comparison of a value with itself narrowed to bytes). So a batch is
+** compiled in a forked child into a shared object, which the parent loads; a
+** compile error comes back through a pipe; a child that died is tried once
+** more at x86-64-v3 (one note), then reported with the batch's C text.
+** TIDE_CG_FORK=0 compiles in the process instead (debugging). */
+static int fork_off(void)
+{
+  static int v = -1;
+  if (v < 0) { const char *e = getenv("TIDE_CG_FORK"); v = e && !strcmp(e, "0"); }
+  return v;
+}
+
+static int safe_build(CgKernel *const *ks, int n, const char *path)
+{
+  if (fork_off()) return cg_jit_build(ks, n, path, NULL);
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int pfd[2];
+    if (pipe(pfd)) return rt_err(TD_ERR_STATE, "cg: pipe failed: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid < 0) { close(pfd[0]); close(pfd[1]); return cg_jit_build(ks, n, path, NULL); }
+    if (pid == 0) {
+      close(pfd[0]);
+      if (attempt) __atomic_store_n(&host_lanes, 8, __ATOMIC_RELAXED);
+      int rc = cg_jit_build(ks, n, path, NULL);
+      if (rc) {
+        const char *e = td_last_error();
+        for (size_t k = 0, len = strlen(e); k < len; ) { ssize_t w = write(pfd[1], e + k, len - k); if (w <= 0) break; k += (size_t)w; }
+      }
+      _exit(rc ? 1 : 0);
+    }
+    close(pfd[1]);
+    char *msg = NULL; size_t len = 0, cap = 0;
+    for (;;) {
+      if (len + 4096 > cap) { char *m = realloc(msg, cap = cap ? 2 * cap : 8192); if (!m) break; msg = m; }
+      ssize_t r = read(pfd[0], msg + len, cap - len - 1);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      len += (size_t)r;
+    }
+    close(pfd[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (WIFEXITED(st) && WEXITSTATUS(st) <= 1) {
+      int rc = WEXITSTATUS(st) ? rt_err(TD_ERR_STATE, "%s", msg ? (msg[len] = 0, msg) : "cg: compile failed") : 0;
+      free(msg);
+      return rc;
+    }
+    free(msg);
+    char how[64];
+    if (WIFSIGNALED(st)) snprintf(how, sizeof how, "killed by signal %d", WTERMSIG(st));
+    else snprintf(how, sizeof how, "exit status %d, an internal compiler error", WEXITSTATUS(st));
+    if (attempt == 0 && cg_host_lanes() == 16) {
+      fprintf(stderr, "tide.compile: libgccjit crashed compiling %s at -march=x86-64-v4 (%s); compiling it for "
+              "x86-64-v3 instead\n", ks[0]->name, how);
+      continue;
+    }
+    char *src = cg_c_source_batch(ks, n, cg_host_lanes(), NULL);
+    int rc = rt_err(TD_ERR_STATE, "cg: libgccjit crashed compiling %s%s (%s)\n%s", ks[0]->name,
+                    n > 1 ? " (and the rest of its batch)" : "", how, src ? src : "");
+    free(src);
+    return rc;
+  }
+  return 0;
+}
+
+/* a batch compiled (safely) into a temp file and loaded: the in-memory cache without a disk cache */
+static int mem_build(CgKernel *const *ks, int n, CgKernelFn *fns)
+{
+  if (fork_off()) return cg_jit_build(ks, n, NULL, fns);
+  const char *t = getenv("TMPDIR");
+  char *path = path_cat(t && *t ? t : "/tmp", "/tide-kernels-XXXXXX.so");
+  int fd = path ? mkstemps(path, 3) : -1;
+  if (fd < 0) { free(path); return cg_jit_build(ks, n, NULL, fns); }
+  close(fd);
+  int rc = safe_build(ks, n, path);
+  if (!rc && load_so(path, ks, n, fns)) rc = rt_err(TD_ERR_STATE, "cg: cannot load %s: %s", path, dlerror());
+  unlink(path);                               /* the mapping stays valid */
+  free(path);
+  return rc;
+}
+
 static int disk_load(const char *dir, uint64_t bh, CgKernel *const *ks, int n, CgKernelFn *fns)
 {
   char *so = cache_path(dir, bh, ".so"), *meta = cache_path(dir, bh, ".meta"), *m = NULL, *b = NULL;
@@ -239,10 +334,7 @@ static int disk_load(const char *dir, uint64_t bh, CgKernel *const *ks, int n, C
     if (lstat(so, &st) || !S_ISREG(st.st_mode)) goto done; /* not a regular file: a miss, left alone */
   }
   ok = ok && b && sn == size && sn > 4 && !memcmp(b, "\177ELF", 4) && fnv(0xcbf29ce484222325ull, b, sn) == sum;
-  void *dl = ok ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-  for (int i = 0; dl && i < n; i++)
-    if (!(fns[i] = (CgKernelFn)dlsym(dl, ks[i]->name))) { dlclose(dl); dl = NULL; }
-  if (!dl) { unlink(so); unlink(meta); res = -1; goto done; }
+  if (!ok || load_so(so, ks, n, fns)) { unlink(so); unlink(meta); res = -1; goto done; }
   res = 0;                                                 /* the handle stays open for the process */
 done:
   free(so); free(meta); free(m); free(b);
@@ -320,7 +412,7 @@ static int disk_build(const char *dir, uint64_t bh, CgKernel *const *ks, int n, 
   int res = 1, fd;
   if (!so || !meta || (fd = tmp_file(dir, bh, &tso)) < 0) goto done;
   close(fd);
-  *rc = cg_jit_build(ks, n, tso, NULL);
+  *rc = safe_build(ks, n, tso);
   if (*rc) { unlink(tso); res = 0; goto done; }
   cg_st.compiles++;
   size_t sn = 0;
@@ -379,7 +471,7 @@ int cg_compile(CgKernel *const *ks, int n, CgKernelFn *fns)
     if (dir && disk_load(dir, bh, miss, nm, mfn) == 0) { cg_st.disk_loads++; done = loaded = 1; }
     if (!done && dir) done = disk_build(dir, bh, miss, nm, mfn, &rc) == 0;
     if (!done && !rc) {
-      rc = cg_jit_build(miss, nm, NULL, mfn);
+      rc = mem_build(miss, nm, mfn);
       if (!rc) cg_st.compiles++;
     }
     if (!rc) {
