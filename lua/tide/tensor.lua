@@ -1129,6 +1129,7 @@ end
 mt.__tostring = function(x) return M.tostring(x) end
 M.mt = mt
 M.getters = getters       -- (the REPL's completion lists them)
+M.setters = setters       -- (the API fuzzer walks the fields: x.shape, x.grad = g)
 
 -- Release the tensor's memory now instead of at the next collection; x is unusable after.
 --- Tensor:free()
