@@ -212,6 +212,8 @@ TD_API td_tensor *td_arange(double start, double stop, double step, int dtype)
 TD_API td_tensor *td_linspace(double a, double b, int64_t n, int dtype)
 {
   if (n < 0) return rt_errp(TD_ERR_ARG, "linspace: steps must be non-negative, got %lld", (long long)n);
+  /* every value lies between the ends: checking them checks all (as arange) */
+  if (n > 0 && (rt_value_check("linspace", a, dtype) || (n > 1 && rt_value_check("linspace", b, dtype)))) return NULL;
   td_tensor *t = rt_tensor_new(1, &n, dtype);
   if (!t) return NULL;
   int sz = rt_dtype_size(dtype);
@@ -237,11 +239,17 @@ TD_API td_tensor *td_eye(int64_t n, int64_t m, int dtype)
 
 /* -- Reading ----------------------------------------------------------------------------------- */
 
+/* Values handed to the host as doubles: any NaN becomes the plain quiet NaN.
+** LuaJIT keeps its type tags in the payload bits of NaNs, so a NaN with payload
+** (uninitialized memory, a file, an all-ones bit pattern) read through the FFI
+** would be nil, or a forged object that crashes the collector. */
+static double host_double(double v) { return v != v ? (double)NAN : v; }
+
 /* Visit the elements of t in row-major order. */
 static void read_rec(const td_tensor *t, int d, const char *p, double **dst)
 {
   int sz = rt_dtype_size(t->scalar_type);
-  if (d == t->ndim) { *(*dst)++ = rt_load(p, t->scalar_type); return; }
+  if (d == t->ndim) { *(*dst)++ = host_double(rt_load(p, t->scalar_type)); return; }
   for (int64_t i = 0; i < t->sizes[d]; i++) read_rec(t, d + 1, p + i * t->strides[d] * sz, dst);
 }
 
@@ -286,6 +294,6 @@ TD_API int td_item(const td_tensor *t, double *out)
                   (long long)t->nelem);
   if (t->device_type == TD_OPENCL && rt_has_data(t)) return read_device(t, out);
   if (!t->ptr) return no_data("item", t);
-  *out = rt_load(t->ptr, t->scalar_type);
+  *out = host_double(rt_load(t->ptr, t->scalar_type));
   return 0;
 }

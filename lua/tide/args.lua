@@ -99,6 +99,13 @@ function M.dims_into(at, list, fname, argn)
   return at
 end
 
+-- A function argument: a Lua function or anything with a __call metamethod.
+function M.callable(f, n, fname)
+  local mt = type(f) ~= "function" and getmetatable(f)
+  if type(f) ~= "function" and not (type(mt) == "table" and mt.__call) then argerr(n, fname, "function", f) end
+  return f
+end
+
 -- Option tables: nil -> {}; a table whose keys are all among `allowed` (a
 -- string of names separated by spaces, or a table whose keys are the names);
 -- anything else raises "<fn>: unknown option 'num_workrs' (valid: ...)".

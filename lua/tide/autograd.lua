@@ -182,12 +182,12 @@ end
 --- Turns autograd on or off for this thread; returns the new mode.
 --- tide.is_grad_enabled() -> boolean
 --- Whether autograd records ops on this thread.
-function A.no_grad(fn, ...) return with_mode(false, fn, ...) end
+function A.no_grad(fn, ...) return with_mode(false, args.callable(fn, 1, "no_grad"), ...) end
 -- inference_mode(fn, ...): PyTorch 1.9's mode without autograd bookkeeping. In
 -- tide, grad-disabled mode already records nothing (no nodes, no saved tensors,
 -- no view bases tracked for autograd), so it is no_grad by another name.
-A.inference_mode = A.no_grad
-function A.enable_grad(fn, ...) return with_mode(true, fn, ...) end
+function A.inference_mode(fn, ...) return with_mode(false, args.callable(fn, 1, "inference_mode"), ...) end
+function A.enable_grad(fn, ...) return with_mode(true, args.callable(fn, 1, "enable_grad"), ...) end
 function A.set_grad_enabled(on) return C.td_set_grad_enabled(on and 1 or 0) ~= 0 end
 function A.is_grad_enabled() return C.td_grad_enabled() ~= 0 end
 
@@ -256,7 +256,9 @@ end
 function A.gradcheck(fn, inputs, opts)
   opts = args.opts("gradcheck", opts, "eps atol rtol raise", 3)
   local eps, atol, rtol = opts.eps or 1e-6, opts.atol or 1e-5, opts.rtol or 1e-3
+  args.callable(fn, 1, "gradcheck")
   if is_tensor(inputs) then inputs = { inputs } end
+  if type(inputs) ~= "table" then args.argerr(2, "gradcheck", "Tensor or table of inputs", inputs) end
   local wrt = {}
   for i, x in ipairs(inputs) do
     if is_tensor(x) and x.requires_grad then

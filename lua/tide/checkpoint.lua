@@ -23,6 +23,20 @@ local function str_u64(s)
   return v
 end
 
+-- parts.model / optimizer / scheduler: objects with the given method (or nil)
+local function part(parts, k, method, fname)
+  local v = parts[k]
+  if v ~= nil and (type(v) ~= "table" or type(v[method]) ~= "function") then
+    raise(("%s: %s must be an object with :%s(), got %s"):format(fname, k, method, type(v)))
+  end
+  return v
+end
+local function loader_part(parts, fname)
+  local l = parts.loader
+  if l ~= nil and type(l) ~= "table" then raise(("%s: loader must be a DataLoader, got %s"):format(fname, type(l))) end
+  return l
+end
+
 --- tide.checkpoint.save(path, {model, optimizer, scheduler, loader, step, extra})
 --- Saves the training state (with the RNG state) in one file.
 function M.save(path, parts)
@@ -30,10 +44,12 @@ function M.save(path, parts)
   if type(parts) ~= "table" then raise(("bad argument #2 to 'save' (table expected, got %s)"):format(type(parts))) end
   local rng = tide.get_rng_state()
   local v = { version = 1, rng = { seed = u64_str(rng.seed), offset = u64_str(rng.offset) } }
-  if parts.model then v.model = parts.model:state_dict() end
-  if parts.optimizer then v.optimizer = parts.optimizer:state_dict() end
-  if parts.scheduler then v.scheduler = parts.scheduler:state_dict() end
-  if parts.loader then v.loader_epoch = parts.loader.epoch end
+  for _, k in ipairs { "model", "optimizer", "scheduler" } do
+    local p = part(parts, k, "state_dict", "save")
+    if p then v[k] = p:state_dict() end
+  end
+  local loader = loader_part(parts, "save")
+  if loader then v.loader_epoch = loader.epoch end
   v.step = parts.step
   v.extra = parts.extra
   tide.save(v, path)
@@ -46,6 +62,9 @@ end
 --- Loads a checkpoint into the given objects (each part needs its target) and restores the RNG.
 function M.resume(path, targets)
   targets = targets or {}
+  if type(targets) ~= "table" then raise(("bad argument #2 to 'resume' (table expected, got %s)"):format(type(targets))) end
+  for _, k in ipairs { "model", "optimizer", "scheduler" } do part(targets, k, "load_state_dict", "resume") end
+  loader_part(targets, "resume")
   local v = tide.load(path)
   if type(v) ~= "table" or v.version ~= 1 then raise(("resume: %s is not a tide checkpoint"):format(path)) end
   for _, k in ipairs { "model", "optimizer", "scheduler" } do

@@ -136,6 +136,9 @@ local function run(self, mode, ...)
       self.eager = true
       return self.fn(...)
     end
+    -- a message without a position (raised where the trace's coroutine had no user
+    -- frame left, after a tail call) points at the call of the compiled function
+    if type(msg) == "string" and not msg:match("^[^\n]-:%d+: ") then core.raise(msg) end
     error(msg, 0)
   end
   local where, ptrs = collect_outputs(res)

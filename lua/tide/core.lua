@@ -79,15 +79,21 @@ function M.last_error() return ffi.string(C.td_last_error()) end
 -- Errors point at the user's line: the first stack frame outside lua/tide/.
 -- Walking the stack (instead of a fixed error level) stays right through tail
 -- calls and helpers, which shift fixed levels. A C frame (pcall(tide.zeros, -1))
--- ends the walk as well; the message then has no position, as in Lua itself.
+-- ends the walk as well; the message then has no position, as in Lua itself --
+-- unless tide's own code called it (the pcall of no_grad(fn), which rethrows):
+-- the walk goes on to the user's call of no_grad. With no user frame at all
+-- (a coroutine of tide's own) the message has no position rather than tide's.
 local tide_dir = debug.getinfo(1, "S").source:match("^(@.*[/\\])core%.lua$") or "@lua/tide/"
 M.tide_dir = tide_dir
+local function in_tide(info) return info ~= nil and info.source:sub(1, #tide_dir) == tide_dir end
 function M.raise(msg)
   local level = 2
   while true do
     local info = debug.getinfo(level, "S")
-    if info == nil then level = 2; break end
-    if info.source:sub(1, #tide_dir) ~= tide_dir then break end
+    if info == nil then level = 0; break end
+    if info.what == "C" then
+      if not in_tide(debug.getinfo(level + 1, "S")) then break end
+    elseif not in_tide(info) then break end
     level = level + 1
   end
   error(msg, level)

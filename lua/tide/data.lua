@@ -67,6 +67,7 @@ end
 --- tide.data.TensorDataset:get_batch(idx) -> list of Tensor
 --- The samples at the 1-based indices idx (a tensor), one index_select per tensor.
 function TensorDataset:get_batch(idx)
+  args.tensor(idx, 1, "get_batch")
   local out = {}
   for k, t in ipairs(self.tensors) do
     out[k] = t:index_select(1, t.device_type == idx.device_type and idx or idx:to(t.device))
@@ -83,6 +84,9 @@ end
 --- tide.data.default_collate(samples) -> batch
 --- Stacks samples field by field: tensors with tide.stack, integer numbers into int64, others into floats.
 function D.default_collate(samples)
+  if type(samples) ~= "table" or is_tensor(samples) or #samples == 0 then
+    args.argerr(1, "default_collate", "non-empty list of samples", samples)
+  end
   local first = samples[1]
   if is_tensor(first) then return tide.stack(samples, 1) end
   if type(first) == "number" then
@@ -115,9 +119,13 @@ local function splitmix(x)
   return bit.bxor(x, bit.rshift(x, 31))
 end
 
+-- (a Lua table: n is at most 2^27, a 1 GiB table)
 --- tide.data.randperm(n[, seed = 0]) -> table
 --- A permutation of 1..n that depends only on seed.
 function D.randperm(n, seed)
+  args.count(n, 1, "randperm", "non-negative integer n")
+  if n > 2 ^ 27 then raise(("randperm: n = %d is too large for a permutation held in a Lua table (at most 2^27)"):format(n)) end
+  if seed ~= nil then args.int(seed, 2, "randperm", "integer seed") end
   local p = {}
   for i = 1, n do p[i] = i end
   local s = U64(seed or 0) * 0x100000001B3ULL
@@ -141,7 +149,8 @@ D.DataLoader = DataLoader
 -- With shuffle, epoch e (counting calls to :batches()) uses the order randperm(n, seed + e).
 function DataLoader.new(dataset, opts)
   opts = args.opts("DataLoader", opts, "batch_size shuffle drop_last seed collate_fn", 2)
-  if type(dataset) ~= "table" or not dataset.len or not dataset.get then
+  local function method(k) local f = dataset[k]; return type(f) == "function" or (type(f) == "table" and getmetatable(f) ~= nil) end
+  if type(dataset) ~= "table" or is_tensor(dataset) or not method("len") or not method("get") then
     raise("bad argument #1 to 'DataLoader' (dataset with :len() and :get(i) expected)")
   end
   local bs = opts.batch_size or 1
@@ -154,10 +163,19 @@ function DataLoader.new(dataset, opts)
 end
 setmetatable(DataLoader, { __call = function(_, ...) return DataLoader.new(...) end })
 
+-- dataset:len(), checked (a user's dataset may return anything)
+local function dataset_len(ds)
+  local n = ds:len()
+  if not args.is_int(n) or n < 0 then
+    raise(("DataLoader: dataset:len() must return a non-negative integer, got %s"):format(tostring(n)))
+  end
+  return n
+end
+
 --- tide.data.DataLoader:len() -> number
 --- The number of batches per epoch.
 function DataLoader:len()
-  local n = self.dataset:len()
+  local n = dataset_len(self.dataset)
   if self.drop_last then return math.floor(n / self.batch_size) end
   return math.ceil(n / self.batch_size)
 end
@@ -167,7 +185,7 @@ end
 --- tide.data.DataLoader:batches() -> iterator
 --- One epoch: for x, y in loader:batches() do ... end (the fields of each collated batch).
 function DataLoader:batches()
-  local ds, n, bs = self.dataset, self.dataset:len(), self.batch_size
+  local ds, n, bs = self.dataset, dataset_len(self.dataset), self.batch_size
   local order
   if self.shuffle then order = D.randperm(n, self.seed + self.epoch) end
   self.epoch = self.epoch + 1
@@ -340,6 +358,7 @@ setmetatable(CharVocab, { __call = function(_, ...) return CharVocab.new(...) en
 --- tide.data.CharVocab:encode(str) -> Tensor
 --- The int64 ids of str's characters.
 function CharVocab:encode(str)
+  if type(str) ~= "string" then args.argerr(1, "encode", "string", str) end
   local ids = ffi.new("double[?]", math.max(#str, 1))
   for i = 1, #str do
     local id = self.stoi[str:sub(i, i)]
@@ -354,7 +373,8 @@ end
 --- tide.data.CharVocab:decode(ids) -> string
 --- The text of ids (a tensor or a table).
 function CharVocab:decode(ids)
-  if is_tensor(ids) then ids = ids:reshape(-1):totable() end
+  if is_tensor(ids) then ids = ids:reshape(-1):totable()
+  elseif type(ids) ~= "table" then args.argerr(1, "decode", "Tensor or table of ids", ids) end
   local out = {}
   for i, id in ipairs(ids) do
     local c = self.itos[id]
@@ -368,6 +388,8 @@ end
 --- tide.data.split(t, frac) -> Tensor, Tensor
 --- The first frac of t along dim 1 and the rest (views).
 function D.split(t, frac)
+  args.tensor(t, 1, "split")
+  if type(frac) ~= "number" or frac ~= frac then args.argerr(2, "split", "number", frac) end
   local n = t:size(1)
   local k = math.floor(n * frac + 0.5)
   if k < 1 or k >= n then raise(("split: fraction %g of %d leaves an empty part"):format(frac, n)) end

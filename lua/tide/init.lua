@@ -206,7 +206,9 @@ function tide.arange(a, b, c, opts)
   opts = options("arange", opts, 4)
   local start, stop, step = 0, a, 1
   if b ~= nil then start, stop, step = a, b, c or 1 end
-  for i, v in ipairs { a, b or 0, c or 1 } do if type(v) ~= "number" then argerr(i, "arange", "number", v) end end
+  if type(a) ~= "number" then argerr(1, "arange", "number", a) end
+  if b ~= nil and type(b) ~= "number" then argerr(2, "arange", "number", b) end
+  if c ~= nil and type(c) ~= "number" then argerr(3, "arange", "number", c) end
   local integral = start == math.floor(start) and stop == math.floor(stop) and step == math.floor(step)
   local dt = default_dtype(opts, "arange", integral and tide.int64.id or nil)
   local dev, idx = device_opt("arange", opts)
@@ -328,6 +330,7 @@ local default_dtype_obj = core.dtypes.float32
 --- Sets it: tide.float32 or tide.float64.
 function tide.get_default_dtype() return default_dtype_obj end
 function tide.set_default_dtype(d)
+  if d == nil then argerr(1, "set_default_dtype", "dtype", d) end
   local id = core.dtype_id(d, "set_default_dtype")
   if id < 4 then raise("set_default_dtype: only float32 and float64 can be the default") end
   default_dtype_obj = core.dtype_of[id]
@@ -354,8 +357,25 @@ function tide.get_rng_state()
   C.td_rng_get_state(s, o)
   return { seed = s[0], offset = o[0] }
 end
-function tide.set_rng_state(st) C.td_rng_set_state(st.seed, st.offset) end
-function tide.set_num_threads(n) check(C.td_set_num_threads(n)) end
+-- set_rng_state(get_rng_state()): seed and offset as uint64 cdata or integers in [0, 2^64)
+local u64 = ffi.typeof("uint64_t")
+local function rng_word(st, k)
+  local v = st[k]
+  if ffi.istype(u64, v) then return v end
+  if type(v) ~= "number" or v ~= math.floor(v) or v < 0 or v >= 2 ^ 64 then
+    raise(("set_rng_state: %s must be an integer in [0, 2^64) or a uint64_t, got %s"):format(k,
+      type(v) == "number" and tostring(v) or args.typename(v)))
+  end
+  return v
+end
+function tide.set_rng_state(st)
+  if type(st) ~= "table" then argerr(1, "set_rng_state", "RNG state table {seed =, offset =}", st) end
+  C.td_rng_set_state(rng_word(st, "seed"), rng_word(st, "offset"))
+end
+function tide.set_num_threads(n)
+  if not args.is_int(n) or n < 1 or n >= 2 ^ 31 then argerr(1, "set_num_threads", "positive integer", n) end
+  check(C.td_set_num_threads(n))
+end
 function tide.get_num_threads() return C.td_get_num_threads() end
 -- what this process runs on, as torch.__config__: the thread count, OpenBLAS's
 -- kernels and the ISA level of compiled kernels

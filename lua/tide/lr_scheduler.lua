@@ -323,7 +323,13 @@ local LambdaLR = class("LambdaLR", { lr_lambda = true }, function(self, o, opt)
 end)
 function LambdaLR:get_lr()
   local r = {}
-  for i, b in ipairs(self.base_lrs) do r[i] = b * self.lr_lambdas[i](self.last_epoch) end
+  for i, b in ipairs(self.base_lrs) do
+    local f = self.lr_lambdas[i](self.last_epoch)
+    if type(f) ~= "number" then
+      raise(("LambdaLR: lr_lambda %d returned a %s for epoch %d, expected a number"):format(i, args.typename(f), self.last_epoch))
+    end
+    r[i] = b * f
+  end
   return r
 end
 -- the functions are not state: they stay the ones given to the constructor

@@ -20,6 +20,30 @@ local PRECISION, THRESHOLD, EDGE, LINEWIDTH = 4, 1000, 3, 80
 local ptr_type = { [0] = ffi.typeof("uint8_t *"), ffi.typeof("uint8_t *"), ffi.typeof("int32_t *"),
   ffi.typeof("int64_t *"), ffi.typeof("float *"), ffi.typeof("double *") }
 
+-- float and double elements are read by their bits first: LuaJIT keeps its type
+-- tags in the payload bits of NaNs, so loading a NaN with payload (uninitialized
+-- memory, a file) through a float pointer would give nil or a forged object
+local u32_t, band = ffi.typeof("uint32_t *"), require("bit").band
+local function element_reader(st, ptr)
+  local p = ffi.cast(ptr_type[st], ptr)
+  if st == 4 then
+    local w = ffi.cast(u32_t, ptr)
+    return function(off)
+      local b = w[off]
+      if band(b, 0x7F800000) == 0x7F800000 and band(b, 0x7FFFFF) ~= 0 then return 0 / 0 end
+      return p[off]
+    end
+  elseif st == 5 then
+    local w = ffi.cast(u32_t, ptr)
+    return function(off)
+      local hi = w[2 * off + 1]     -- little-endian: the high word holds sign, exponent and top of the payload
+      if band(hi, 0x7FF00000) == 0x7FF00000 and (band(hi, 0xFFFFF) ~= 0 or w[2 * off] ~= 0) then return 0 / 0 end
+      return p[off]
+    end
+  end
+  return function(off) return p[off] end
+end
+
 local function finite(v) return v == v and v ~= math.huge and v ~= -math.huge end
 
 -- Python's '{:.Nf}' / '{:.Ne}' for a double (C prints nan as "-nan" when the sign bit is set)
@@ -45,11 +69,11 @@ local function shown(x, summarize, data)
     lists[d + 1] = l
   end
   local st = x.scalar_type
-  local p = ffi.cast(ptr_type[st], data.ptr)
+  local load = element_reader(st, data.ptr)
   local vals = {}
   local function walk(d, off)
     if d > nd then
-      local v = p[off]
+      local v = load(off)
       if st == 3 then v = tostring(v):sub(1, -3)         -- int64 exactly: "123LL" -> "123"
       elseif st == 0 then v = v ~= 0
       else v = tonumber(v) end

@@ -53,6 +53,18 @@ function P.bar(total, opts)
   if total ~= nil and (type(total) ~= "number" or total < 0) then
     raise(("bad argument #1 to 'bar' (non-negative number or nil expected, got %s)"):format(tostring(total)))
   end
+  for _, k in ipairs { "every", "width" } do
+    local v = opts[k]
+    if v ~= nil and (not args.is_int(v) or v < 1) then raise(("bar: %s must be a positive integer, got %s"):format(k, tostring(v))) end
+  end
+  if opts.smoothing ~= nil and type(opts.smoothing) ~= "number" then
+    raise(("bar: smoothing must be a number, got %s"):format(args.typename(opts.smoothing)))
+  end
+  if opts.desc ~= nil and type(opts.desc) ~= "string" then raise(("bar: desc must be a string, got %s"):format(args.typename(opts.desc))) end
+  if opts.clock ~= nil then args.callable(opts.clock, 2, "bar") end
+  if opts.out ~= nil and (type(opts.out) ~= "table" and type(opts.out) ~= "userdata" or not opts.out.write) then
+    raise(("bar: out must be a file (with :write), got %s"):format(args.typename(opts.out)))
+  end
   local tty = opts.tty
   if tty == nil then tty = is_tty() end
   return setmetatable({ total = total, n = 0, desc = opts.desc, out = opts.out or io.stdout, tty = tty,
@@ -62,6 +74,13 @@ function P.bar(total, opts)
 end
 
 function Bar:update(k, values)
+  if k ~= nil and (type(k) ~= "number" or k ~= k) then args.argerr(2, "update", "number of steps", k) end
+  if values ~= nil and (type(values) ~= "table" or args.typename(values) ~= "table") then
+    args.argerr(3, "update", "table of named values", values)
+  end
+  for name, v in pairs(values or {}) do
+    if type(v) ~= "number" then raise(("update: value '%s' must be a number, got %s"):format(tostring(name), args.typename(v))) end
+  end
   self.n = self.n + (k or 1)
   for name, v in pairs(values or {}) do
     if self.values[name] == nil then self.keys[#self.keys + 1] = name; table.sort(self.keys); self.values[name] = v

@@ -207,14 +207,21 @@ function T.clamp(x, lo, hi)
 end
 T.clip = T.clamp
 
+-- a Tensor, or a number or boolean made a 0-dim tensor (argument n of fname)
+local function tensor_or_number(v, n, fname)
+  if is_tensor(v) then return v end
+  if type(v) == "boolean" then v = v and 1 or 0 end
+  if type(v) ~= "number" then argerr(n, fname, "Tensor or number", v) end
+  return number_tensor(v)
+end
+
 --- tide.where(cond, a, b) -> Tensor
 --- a where cond is true, else b, with broadcasting; a and b tensors or numbers.
 --- Tensor:where(a, b) -> Tensor
 --- cond:where(a, b) is tide.where(cond, a, b).
 function M.where(cond, a, b)
   targ(cond, 1, "where")
-  if not is_tensor(a) then a = number_tensor(a) end
-  if not is_tensor(b) then b = number_tensor(b) end
+  a, b = tensor_or_number(a, 2, "where"), tensor_or_number(b, 3, "where")
   inb[0], inb[1], inb[2] = cond.p, a.p, b.p
   return wrap(td_op(OP.where, 3, inb, nil), 2)
 end
@@ -428,6 +435,7 @@ function T.to(x, d, d2)
   elseif type(d) == "string" and (d:match("^opencl") or d:match("^cuda") or d == "gpu") then
     raise(("to: unknown device '%s' (expected \"cpu\", \"opencl\" or \"opencl:N\")"):format(d), 2)
   end
+  if d == nil then argerr(2, "to", "dtype, device or Tensor", d) end
   local id = dtype_id(d, "to")
   if id == x.scalar_type then return x end
   local at = attrs(); at.dtype = id
@@ -452,7 +460,10 @@ end
 --- Tensor:byte() -> Tensor
 --- x as uint8.
 function T.cpu(x) return T.to(x, "cpu") end
-function T.opencl(x, n) return T.to(x, n and ("opencl:" .. n) or "opencl") end
+function T.opencl(x, n)
+  if n ~= nil then args.count(n, 2, "opencl", "device index") end
+  return T.to(x, n and ("opencl:" .. n) or "opencl")
+end
 T.type = function(x, d) if d == nil then return "tide." .. dtype_of[x.scalar_type].name end return T.to(x, d) end
 for name, d in pairs { float = "float32", double = "float64", long = "int64", int = "int32", bool = "bool", byte = "uint8" } do
   T[name] = function(x) return T.to(x, d) end
@@ -949,7 +960,7 @@ index_op("index_add", OP.index_add, true)
 --- x with v where the bool mask is true (broadcast).
 function T.masked_fill(x, mask, v)
   targ(x, 1, "masked_fill"); targ(mask, 2, "masked_fill")
-  return M.where(mask, v, x)
+  return M.where(mask, tensor_or_number(v, 3, "masked_fill"), x)
 end
 
 --- tide.cat(tensors[, dim = 1]) -> Tensor
@@ -967,7 +978,7 @@ M.concat, M.concatenate = M.cat, M.cat
 --- The tensors (same shape) joined along a new dim.
 function M.stack(list, d)
   if type(list) ~= "table" or #list == 0 then argerr(1, "stack", "non-empty table of Tensors", list) end
-  d = d or 1
+  d = args.int(d or 1, 2, "stack", "integer dim")
   local u = {}
   for i = 1, #list do
     local x = targ(list[i], 1, "stack")
@@ -1029,6 +1040,7 @@ function M.one_hot(idx, n)
   if st == 0 or st >= 4 then
     raise(("one_hot: labels must be an integer tensor, got %s (make one with tide.long{...} or x:long())"):format(dtype_of[st].name), 2)
   end
+  if n ~= nil then args.int(n, 2, "one_hot", "integer number of classes") end
   if n == nil or n < 0 then n = T.item(T.max(idx)) end
   if idx:numel() > 0 then
     local lo, hi = T.item(T.min(idx)), T.item(T.max(idx))
@@ -1105,7 +1117,9 @@ local function cmp_value(x, op)
     raise(("%s: a tensor with %d elements has no single truth value; compare elementwise with x:%s(y)")
       :format(op == "<" and "lt" or "le", tonumber(x.nelem), op == "<" and "lt" or "le"))
   end
-  return T.item(x)
+  local v = T.item(x)
+  if type(v) == "boolean" then v = v and 1 or 0 end     -- a bool tensor compares as 0/1
+  return v
 end
 mt.__lt = function(a, b) return cmp_value(a, "<") < cmp_value(b, "<") end
 mt.__le = function(a, b) return cmp_value(a, "<=") <= cmp_value(b, "<=") end

@@ -15,7 +15,7 @@ local M = {}
 local RAW = {
   "attempt to index", "attempt to perform arithmetic", "attempt to call", "attempt to concatenate",
   "attempt to compare %a+ with %a+", "attempt to compare two", "attempt to get length",
-  "bad argument #%d+ to 'cdata'", "cannot convert", "td_wrap_number", "table index is nil",
+  "bad argument #%d+ to 'cdata'", "cannot convert '", "td_wrap_number", "table index is nil",
   "invalid key to 'next'", "'for' initial value", "'for' limit", "'for' step", "wrong number of arguments",
   "size of C type", "invalid C type", "number has no integer representation", "string length overflow",
   "table overflow", "invalid value %(at index", "invalid order function", "stack overflow",

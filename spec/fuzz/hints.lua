@@ -117,7 +117,9 @@ for _, n in ipairs { "no_grad", "enable_grad", "inference_mode" } do H["tide." .
 H["tide.set_grad_enabled"] = { args = { "one{bool|any}" } }
 H["tide.is_tensor"] = { args = { "any" } }
 H["tide.compile"] = { args = { "fn", "opts{fallback=lit{\"eager\"|\"error\"|\"x\"},name=one{str|any},dynamic=one{bool|any}}" },
-  post = { "local c1, c2 = tide.randn(3, 4), tide.randn(4, 3)", "print(o(c1, c2))", "print(o(tide.randn(0, 4), c2))" } }
+  post = { "local c1, c2 = tide.randn(3, 4), tide.randn(4, 3)", "print(o(c1, c2))", "print(o(tide.randn(0, 4), c2))",
+    -- a call that yields inside a coroutine never resumed: its trace must not stay on
+    "local co = coroutine.create(function() return o(c1, c2) end); print(coroutine.resume(co)); co = nil" } }
 H["tide.save"] = { args = { "one{t|=({a = tide.randn(2), b = {c = tide.randn(3), n = 1}})|=({tide.randn(0, 2^62)})|lit{{}|1|\"x\"}|any}", "path" } }
 H["tide.load"] = { pre = { "pcall(tide.save, {w = tide.randn(2, 3), b = {tide.randn(2)}}, \"%TMP%/f.safetensors\")" },
   args = { "path", "opts{mmap=bool,device=device,dtype=dtype}" } }

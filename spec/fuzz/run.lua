@@ -43,7 +43,10 @@ local fs = require "fuzz.forkserver"
 -- sanitizers (a build with them, loaded through LD_PRELOAD): stop at the first report
 fs.setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1", false)
 local asan = (os.getenv("LD_PRELOAD") or ""):find("asan") ~= nil
-if o.mem_mb == nil then o.mem_mb = asan and 0 or 4096 end     -- ASan reserves terabytes of address space
+-- 2 GiB of address space per child: a hostile size (2^31 and up) fails to allocate
+-- instead of filling gigabytes for longer than the timeout (an OpenCL child peaks
+-- near 700 MiB); ASan reserves terabytes of address space, so none under it
+if o.mem_mb == nil then o.mem_mb = asan and 0 or 2048 end
 
 fs.mkdir(root .. "/build"); fs.mkdir(o.out)
 o.tmp = o.out .. "/tmp"

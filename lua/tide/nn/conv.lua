@@ -21,6 +21,21 @@ local function out_size(H, W, k, st, pd, dl)
 end
 local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
 
+-- an optional tensor argument: nil or a live Tensor
+local function opt_tensor(v, n, fname)
+  if v ~= nil and (not is_tensor(v) or v.p == nil) then args.argerr(n, fname, "Tensor or nil", v) end
+  return v
+end
+
+-- an int or a pair of ints (kernel_size, padding, ...) -> {a, b}
+local function pair_arg(v, what, fname, argn)
+  if args.is_int(v) then return { v, v } end
+  if type(v) == "table" and not is_tensor(v) and #v == 2 and args.is_int(v[1]) and args.is_int(v[2]) then
+    return { v[1], v[2] }
+  end
+  args.argerr(argn, fname, "integer or pair of integers " .. what, v)
+end
+
 local function check4(fname, x)
   if not is_tensor(x) then raise(("bad argument #1 to '%s' (Tensor expected, got %s)"):format(fname, type(x))) end
   if x:dim() ~= 4 then raise(("%s: expected a 4-D input (N, C, H, W), got %s"):format(fname, shape(x))) end
@@ -32,10 +47,12 @@ end
 function F.conv2d(x, w, b, opts)
   opts = args.opts("conv2d", opts, "stride padding dilation groups", 4)
   check4("conv2d", x)
+  opt_tensor(b, 3, "conv2d")
   if not is_tensor(w) or w:dim() ~= 4 then
     raise(("conv2d: weight must be a 4-D tensor (O, C/groups, kh, kw), got %s"):format(is_tensor(w) and shape(w) or type(w)))
   end
   local g = opts.groups or 1
+  if not args.is_int(g) or g < 1 then args.argerr(4, "conv2d", "positive integer groups", g) end
   local N, Cin, H, W = unpack(x:size())
   local O, Cg, kh, kw = unpack(w:size())
   if Cin % g ~= 0 or O % g ~= 0 or Cg * g ~= Cin then
@@ -72,9 +89,9 @@ end
 -- windows of each channel plane: (N*C, kh*kw, L) and the output plane size
 local function windows(fname, x, kernel, opts)
   check4(fname, x)
-  local k = pair(kernel)
+  local k = pair_arg(kernel, "kernel_size", fname, 2)
   local o = { stride = opts.stride or k, padding = opts.padding or 0, dilation = opts.dilation or 1 }
-  local pd = pair(o.padding)
+  local pd = pair_arg(o.padding, "padding", fname, 3)
   if pd[1] * 2 > k[1] or pd[2] * 2 > k[2] then
     raise(("%s: padding {%d, %d} must be at most half the kernel {%d, %d}"):format(fname, pd[1], pd[2], k[1], k[2]))
   end
@@ -92,6 +109,7 @@ end
 function F.max_pool2d(x, kernel, opts)
   opts = args.opts("max_pool2d", opts, "stride padding dilation return_indices ceil_mode", 3)
   if opts.ceil_mode then raise("max_pool2d: ceil_mode=true is not supported") end
+  check4("max_pool2d", x)
   local shift = 0
   if (opts.padding or 0) ~= 0 then
     -- the shift is a tensor while traced (tide.compile), a number otherwise
@@ -161,7 +179,11 @@ function F.batch_norm(x, rm, rv, w, b, opts)
   if not is_tensor(x) or x:dim() < 2 then
     raise(("batch_norm: expected an input (N, C, ...), got %s"):format(is_tensor(x) and shape(x) or type(x)))
   end
+  local given = { rm, rv, w, b }
+  for i = 1, 4 do opt_tensor(given[i], i + 1, "batch_norm") end
   local C, eps, momentum = x:size(2), opts.eps or 1e-5, opts.momentum or 0.1
+  if type(eps) ~= "number" then raise(("batch_norm: eps must be a number, got %s"):format(args.typename(eps))) end
+  if type(momentum) ~= "number" then raise(("batch_norm: momentum must be a number, got %s"):format(args.typename(momentum))) end
   local dims, count = { 1 }, x:size(1)
   for d = 3, x:dim() do dims[#dims + 1] = d; count = count * x:size(d) end
   local bshape = { 1, C }

@@ -81,6 +81,7 @@ function F.embedding(idx, weight, opts)
     "embedding: index %1 is out of range for %2 embeddings (indices are 1-based)"):gsub("^index_select:", "embedding:"))) end
   local pad = args.opts("embedding", opts, "padding_idx", 3).padding_idx
   if pad ~= nil then
+    args.int(pad, 3, "embedding", "integer padding_idx")
     local n = weight:size(1)
     if pad < 0 then pad = n + pad + 1 end
     if pad < 1 or pad > n then

@@ -186,6 +186,7 @@ end
 
 -- cls:new(...) (what cls(...) calls): set up the registries, then run __init
 function Module.new(cls, ...)
+  if type(cls) ~= "table" or not rawget(cls, "__is_class") then argerr(1, "new", "module class", cls) end
   local self = setmetatable({}, cls)
   rawset(self, "_regs", { registry(), registry(), registry() })
   rawset(self, "training", true)
@@ -359,6 +360,7 @@ end
 --- nn.Module:apply(fn) -> self
 --- fn(m) for every descendant, then for self.
 function Module:apply(fn)
+  args.callable(fn, 2, "apply")
   for _, c in ipairs(self:children()) do c:apply(fn) end
   fn(self)
   return self
@@ -456,7 +458,10 @@ function Module:float() return self:to(tide.float32) end
 function Module:double() return self:to(tide.float64) end
 function Module:cpu() return self:to("cpu") end
 -- opencl(n): to "opencl:n" (default: the open device, or TIDE_OPENCL_DEVICE, or 0)
-function Module:opencl(n) return self:to(n and ("opencl:" .. n) or "opencl") end
+function Module:opencl(n)
+  if n ~= nil then args.count(n, 2, "opencl", "device index") end
+  return self:to(n and ("opencl:" .. n) or "opencl")
+end
 
 -- -- state_dict ----------------------------------------------------------------------------------
 
@@ -870,8 +875,11 @@ function Dropout:extra_repr() return ("p=%s, inplace=False"):format(pyfloat(self
 --- x:flatten(start_dim, end_dim) (1-based: keeps the batch dim).
 local Flatten = Module:extend("Flatten")
 nn.Flatten = Flatten
-function Flatten:__init(s, e) self.start_dim, self.end_dim = s or 2, e or -1 end
-function Flatten:forward(x) return x:flatten(self.start_dim, self.end_dim) end
+function Flatten:__init(s, e)
+  self.start_dim = args.int(s or 2, 1, "Flatten", "integer start_dim")
+  self.end_dim = args.int(e or -1, 2, "Flatten", "integer end_dim")
+end
+function Flatten:forward(x) return args.tensor(x, 1, "Flatten"):flatten(self.start_dim, self.end_dim) end
 function Flatten:extra_repr() return ("start_dim=%d, end_dim=%d"):format(self.start_dim, self.end_dim) end
 
 --- nn.Identity()
@@ -1091,6 +1099,7 @@ local function batchnorm_class(name, dims)
   end
   function BN:forward(x)
     local ok = false
+    args.tensor(x, 1, name)
     for _, d in ipairs(dims) do if tensor.fields(x).ndim == d then ok = true end end
     if not ok then
       raise(("%s: expected a %s-D input, got %s"):format(name, table.concat(dims, "-D or "), shape_str(x)))

@@ -51,12 +51,19 @@ function I.calculate_gain(nonlinearity, param)
   raise(("calculate_gain: unsupported nonlinearity '%s'"):format(tostring(nonlinearity)))
 end
 
+-- an optional number argument (its default when nil)
+local function num(v, default, n, fname)
+  if v == nil then return default end
+  if type(v) ~= "number" then argerr(n, fname, "number", v) end
+  return v
+end
+
 -- uniform_(t, a=0, b=1): values in [a, b)
 --- nn.init.uniform_(t[, a = 0[, b = 1]]) -> t
 --- Fills t with values uniform in [a, b).
 function I.uniform_(t, a, b)
   targ(t, "uniform_")
-  a, b = a or 0, b or 1
+  a, b = num(a, 0, 2, "uniform_"), num(b, 1, 3, "uniform_")
   return fill_from(t, function(x) return tide.rand_like(x) * (b - a) + a end)
 end
 
@@ -65,7 +72,7 @@ end
 --- Fills t with normal values.
 function I.normal_(t, mean, std)
   targ(t, "normal_")
-  mean, std = mean or 0, std or 1
+  mean, std = num(mean, 0, 2, "normal_"), num(std, 1, 3, "normal_")
   return fill_from(t, function(x) return tide.randn_like(x) * std + mean end)
 end
 
@@ -89,8 +96,9 @@ function I.ones_(t) return I.constant_(t, 1) end
 --- U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)).
 function I.xavier_uniform_(t, gain)
   targ(t, "xavier_uniform_")
+  gain = num(gain, 1, 2, "xavier_uniform_")
   local fi, fo = I._calculate_fan_in_and_fan_out(t)
-  local a = (gain or 1) * math.sqrt(6 / (fi + fo))
+  local a = gain * math.sqrt(6 / (fi + fo))
   return I.uniform_(t, -a, a)
 end
 
@@ -99,8 +107,9 @@ end
 --- N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out)).
 function I.xavier_normal_(t, gain)
   targ(t, "xavier_normal_")
+  gain = num(gain, 1, 2, "xavier_normal_")
   local fi, fo = I._calculate_fan_in_and_fan_out(t)
-  return I.normal_(t, 0, (gain or 1) * math.sqrt(2 / (fi + fo)))
+  return I.normal_(t, 0, gain * math.sqrt(2 / (fi + fo)))
 end
 
 -- kaiming_*_(t, a=0, mode='fan_in', nonlinearity='leaky_relu'): std = gain / sqrt(fan)

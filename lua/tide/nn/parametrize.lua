@@ -16,15 +16,15 @@ local raise, is_tensor = core.raise, core.is_tensor
 
 local M = {}
 
-local function regs(m)
-  local r = rawget(m, "_regs")
-  if not r then raise("parametrization: expected a tide.nn Module") end
+local function regs(m, fname)
+  local r = type(m) == "table" and rawget(m, "_regs")
+  if not r then args.argerr(1, fname or "parametrization", "Module", m) end
   return r
 end
 
 -- take parameter `name` out of m's parameters (it becomes a computed field)
 local function take_param(fname, m, name)
-  local params = regs(m)[1]
+  local params = regs(m, fname)[1]
   local w = params.has[name] and params.map[name]
   if not is_tensor(w) then raise(("%s: module %s has no parameter '%s'"):format(fname, m.__name, name)) end
   params.has[name], params.map[name] = nil, nil
