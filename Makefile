@@ -4,6 +4,7 @@
 #   make example    install, build, run the main example
 #   make bench      run the benchmarks (method and results: bench/RESULTS.md)
 #   make test-asan  the specs again on an ASan+UBSan build (build-asan/), leak check on
+#   make fuzz       the API fuzzer for FUZZ_SECONDS (default 300) from FUZZ_SEED (FUZZING.md)
 #   make fuzz-loaders  fuzz the file loaders and the kernel cache's metadata (FUZZING.md)
 #   make doc        the API reference doc/api.md from the doc strings
 
@@ -166,6 +167,12 @@ gpt: all
 seed: all
 	TIDE_BUILD=$(B) TIDE_LOG=schedule $(LUAJIT) examples/compile_seed.lua
 
+# the API fuzzer (FUZZING.md): FUZZ_SECONDS=1800 FUZZ_SEED=7 make fuzz; reproducers in build/fuzz-api/findings/
+FUZZ_SECONDS ?= 300
+FUZZ_SEED ?= $(shell date +%s)
+fuzz: all
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_SEED=$(FUZZ_SEED) sh scripts/fuzz-api.sh
+
 bench: deps all
 	@TIDE_BUILD=$(B) sh bench/run.sh
 
@@ -175,7 +182,7 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: FORCE all deps doc test test-asan example tour fashion gpt seed bench clean stats install examples/c_host \
+.PHONY: FORCE all deps doc test test-asan example tour fashion gpt seed bench fuzz clean stats install examples/c_host \
 	fuzz-deps fuzz-loaders fuzz-loaders-replay fuzz-loaders-merge
 
 # -- Loader fuzzing (FUZZING.md, "Loaders"): libFuzzer from clang 14 --------------------------
