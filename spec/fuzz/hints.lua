@@ -287,7 +287,7 @@ for _, n in ipairs { "get_last_lr", "state_dict", "get_lr", "_initial_step" } do
 -- -- tide.data -----------------------------------------------------------------------------------
 
 H["data.TensorDataset"] = { args = { "one{=tide.randn(4, 2)|t}", "one{=tide.randint(1, 3, {4})|t|nil}" },
-  post = { "print(o:len())", "print(o:get(1))", "print(o:get_batch(tide.tensor({1, 2})))" } }
+  post = { "print(o:len())", "print(o:get(1))", "print(o:get_batch(tide.long({1, 2})))" } }
 local ds = "one{=tide.data.TensorDataset(tide.randn(5, 2), tide.randint(1, 3, {5}))|any}"
 H["data.DataLoader"] = { args = { ds, "opts{batch_size=int,shuffle=bool,drop_last=bool,seed=int,collate_fn=fn}" },
   post = { "print(o:len())", "for x, y in o:batches() do print(x, y) end" } }
