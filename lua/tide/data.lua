@@ -157,6 +157,13 @@ function DataLoader.new(dataset, opts)
   if type(bs) ~= "number" or bs < 1 or bs ~= math.floor(bs) then
     raise(("DataLoader: batch_size must be a positive integer, got %s"):format(tostring(bs)))
   end
+  if opts.seed ~= nil and not args.is_int(opts.seed) then
+    raise(("DataLoader: seed must be an integer, got %s"):format(tostring(opts.seed)))
+  end
+  local cf = opts.collate_fn
+  if cf ~= nil and type(cf) ~= "function" and not (type(cf) == "table" and getmetatable(cf) and getmetatable(cf).__call) then
+    raise(("DataLoader: collate_fn must be a function, got %s"):format(args.typename(cf)))
+  end
   return setmetatable({ dataset = dataset, batch_size = bs, shuffle = opts.shuffle or false,
     drop_last = opts.drop_last or false, seed = opts.seed or 0, collate_fn = opts.collate_fn,
     epoch = 0 }, DataLoader)
