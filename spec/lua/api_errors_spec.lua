@@ -61,6 +61,8 @@ describe("tensor arguments", function()
       "bad argument #3 to 'conv2d' (Tensor or nil expected, got table)")
     raises_here(function() F.batch_norm(tide.randn(4, 3), nil, "x") end,
       "bad argument #3 to 'batch_norm' (Tensor or nil expected, got string)")
+    raises_here(function() F.batch_norm(tide.randn(4, 3), tide.zeros(3), nil, nil, nil, { training = true }) end,
+      "batch_norm: running_mean and running_var must be given together")
     raises_here(function() F.max_pool2d(true, 2, { padding = 1 }) end, "bad argument #1 to 'max_pool2d' (Tensor expected, got boolean)")
     raises_here(function() nn.Flatten()(5) end, "bad argument #1 to 'Flatten' (Tensor expected, got number)")
   end)

@@ -181,6 +181,7 @@ function F.batch_norm(x, rm, rv, w, b, opts)
   end
   local given = { rm, rv, w, b }
   for i = 1, 4 do opt_tensor(given[i], i + 1, "batch_norm") end
+  if (rm == nil) ~= (rv == nil) then raise("batch_norm: running_mean and running_var must be given together (or neither)") end
   local C, eps, momentum = x:size(2), opts.eps or 1e-5, opts.momentum or 0.1
   if type(eps) ~= "number" then raise(("batch_norm: eps must be a number, got %s"):format(args.typename(eps))) end
   if type(momentum) ~= "number" then raise(("batch_norm: momentum must be a number, got %s"):format(args.typename(momentum))) end
