@@ -267,7 +267,7 @@ local function on_device_of(x, v)
 end
 --- Tensor:copy_(src) -> self
 --- Writes src (broadcast, converted, from any device) into x.
-function T.copy_(x, src) return inplace(OP.copy, "copy_", x, { on_device_of(x, src) }) end
+function T.copy_(x, src) targ(x, 1, "copy_"); return inplace(OP.copy, "copy_", x, { on_device_of(x, src) }) end
 --- Tensor:fill_(v) -> self
 --- Sets every element to the number v.
 function T.fill_(x, v)
@@ -276,19 +276,20 @@ function T.fill_(x, v)
 end
 --- Tensor:zero_() -> self
 --- Sets every element to 0.
-function T.zero_(x) return inplace(OP.copy, "zero_", x, { on_device_of(x, 0) }) end
+function T.zero_(x) targ(x, 1, "zero_"); return inplace(OP.copy, "zero_", x, { on_device_of(x, 0) }) end
 function T.clamp_(x, lo, hi) return inplace(OP.clamp, "clamp_", x, { x }, clamp_attrs("clamp_", lo, hi)) end
 function T.masked_fill_(x, mask, v) return inplace(OP.where, "masked_fill_", x, { mask, v, x }) end
 
 -- -- Properties --------------------------------------------------------------------------------
+-- (the receiver is checked too: tide.Tensor.dim(5) is a call a user can make)
 
 --- Tensor:dim() -> number
 --- The number of dims.
 --- Tensor:numel() -> number
 --- The number of elements (also x:nelement()).
-function T.dim(x) return x.ndim end
-function T.numel(x) return tonumber(x.nelem) end
-T.nelement = T.numel
+function T.dim(x) return targ(x, 1, "dim").ndim end
+function T.numel(x) return tonumber(targ(x, 1, "numel").nelem) end
+function T.nelement(x) return tonumber(targ(x, 1, "nelement").nelem) end
 -- Sizes and strides print as [2, 3] and compare by value (a == b); they are
 -- plain arrays otherwise (s[1], #s, unpack(s), tide.save)
 --- Tensor:size([d]) -> sizes or number
@@ -306,7 +307,7 @@ M.shape_mt = shape_mt
 -- x:size() / x:size(d), x:stride() / x:stride(d): one read of the raw fields
 local function geometry(field, fname)
   return function(x, d)
-    local f = M.fields(x)
+    local f = M.fields(targ(x, 1, fname))
     if d == nil then
       local s = {}
       for i = 0, f.ndim - 1 do s[i + 1] = tonumber(f[field][i]) end
@@ -322,9 +323,9 @@ T.size, T.stride = geometry("sizes", "size"), geometry("strides", "stride")
 --- Whether the dtype is float32 or float64.
 --- Tensor:element_size() -> number
 --- Bytes per element.
-function T.is_contiguous(x) return C.td_is_contiguous(x.p) ~= 0 end
-function T.is_floating_point(x) return x.scalar_type >= 4 end
-function T.element_size(x) return C.td_dtype_size(x.scalar_type) end
+function T.is_contiguous(x) return C.td_is_contiguous(targ(x, 1, "is_contiguous").p) ~= 0 end
+function T.is_floating_point(x) return targ(x, 1, "is_floating_point").scalar_type >= 4 end
+function T.element_size(x) return C.td_dtype_size(targ(x, 1, "element_size").scalar_type) end
 
 -- raw fields: td_tensor is opaque to the FFI; read it through td_tensor_fields
 local FIELDS = ffi.typeof("td_tensor_fields *")
@@ -383,6 +384,7 @@ setters.requires_grad = function(x, b) check(C.td_set_requires_grad(x.p, b and 1
 --- Tensor:requires_grad_([on = true]) -> self
 --- Makes autograd track x (a leaf) or stop tracking it.
 function T.requires_grad_(x, b)
+  targ(x, 1, "requires_grad_")
   if b == nil then b = true end
   check(C.td_set_requires_grad(x.p, b and 1 or 0))
   return x
@@ -393,8 +395,8 @@ end
 --- The same values without autograd history (shares memory).
 --- Tensor:detach_()
 --- Not supported (raises): use x = x:detach().
-function T.retain_grad(x) check(C.td_retain_grad(x.p)); return x end
-function T.detach(x) return wrap(C.td_detach(x.p)) end
+function T.retain_grad(x) check(C.td_retain_grad(targ(x, 1, "retain_grad").p)); return x end
+function T.detach(x) return wrap(C.td_detach(targ(x, 1, "detach").p)) end
 function T.detach_(x)
   raise("detach_: not supported; use x = x:detach()", 2)
 end
@@ -424,6 +426,7 @@ M.check_device = check_device
 --- Tensor:to(device | dtype | other [, dtype]) -> Tensor
 --- A copy on another device ("cpu", "opencl", "opencl:N") and/or dtype, or x itself when nothing changes.
 function T.to(x, d, d2)
+  targ(x, 1, "to")
   if is_tensor(d) then d, d2 = d.device, d.dtype
   elseif type(d) == "table" and not d.id then d, d2 = d.device or d.dtype, d.device and d.dtype end
   local dev, idx = parse_device(d)
@@ -459,14 +462,14 @@ end
 --- x as bool (nonzero is true).
 --- Tensor:byte() -> Tensor
 --- x as uint8.
-function T.cpu(x) return T.to(x, "cpu") end
+function T.cpu(x) return T.to(targ(x, 1, "cpu"), "cpu") end
 function T.opencl(x, n)
   if n ~= nil then args.count(n, 2, "opencl", "device index") end
   return T.to(x, n and ("opencl:" .. n) or "opencl")
 end
-T.type = function(x, d) if d == nil then return "tide." .. dtype_of[x.scalar_type].name end return T.to(x, d) end
+T.type = function(x, d) targ(x, 1, "type"); if d == nil then return "tide." .. dtype_of[x.scalar_type].name end return T.to(x, d) end
 for name, d in pairs { float = "float32", double = "float64", long = "int64", int = "int32", bool = "bool", byte = "uint8" } do
-  T[name] = function(x) return T.to(x, d) end
+  T[name] = function(x) return T.to(targ(x, 1, name), d) end
 end
 --- Tensor:clone() -> Tensor
 --- A contiguous copy (differentiable).
@@ -495,14 +498,14 @@ end
 --- x:totable().
 local item_buf = ffi.new("double[1]")
 function T.item(x)
-  check(C.td_item(x.p, item_buf))
+  check(C.td_item(targ(x, 1, "item").p, item_buf))
   local v = item_buf[0]
   if x.scalar_type == 0 then return v ~= 0 end
   return v
 end
 
 function T.totable(x)
-  local buf = read_all(x)
+  local buf = read_all(targ(x, 1, "totable"))
   local isbool = x.scalar_type == 0
   local sizes, nd = T.size(x), x.ndim
   if nd == 0 then local v = buf[0]; if isbool then return v ~= 0 end return v end
@@ -519,7 +522,7 @@ function T.totable(x)
   return build(1)
 end
 
-function T.tolist(x) return T.totable(x) end
+function T.tolist(x) targ(x, 1, "tolist"); return T.totable(x) end
 M.read_all = read_all
 
 -- -- Movement ---------------------------------------------------------------------------------
@@ -1149,6 +1152,7 @@ M.setters = setters       -- (the API fuzzer walks the fields: x.shape, x.grad =
 --- Tensor:free()
 --- Releases the memory now; x is unusable after (never required: the GC frees it).
 function T.free(x)
+  if not is_tensor(x) then argerr(1, "free", "Tensor", x) end   -- freeing twice is fine
   local p = x.p
   x.p = nil
   if p ~= nil then C.td_release(p) end

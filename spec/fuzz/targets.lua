@@ -345,12 +345,17 @@ function M.build(t, g, valid, seed)
     end
   elseif kind == "method" then
     local a0 = receiver(t, h, g)
+    -- sometimes a hostile receiver, through the function form (tide.add({}, 1) or
+    -- tide.Tensor.add({}, 1)): a method call on a real tensor cannot pass one
+    local direct = not valid and not t.cls and t.name:match("^T%.") and g:chance(g.hostile / 3)
+    if (t.wrap or direct) and not valid and g:chance(g.hostile / 2) then a0 = { src = g:any() } end
     local toks = (h and h.args) or tokens_of(t.f, true)
     local args = g:args(toks, valid, a0)
     lines[#lines + 1] = ("local a0 = %s"):format(a0.src)
     local list = arg_lines(lines, args, "a")
-    if t.wrap then
-      lines[#lines + 1] = ("local r1, r2, r3 = tide.%s(a0%s)"):format(t.method, list ~= "" and (", " .. list) or "")
+    if t.wrap or direct then
+      lines[#lines + 1] = ("local r1, r2, r3 = tide.%s%s(a0%s)"):format(direct and "Tensor." or "", t.method,
+        list ~= "" and (", " .. list) or "")
     else
       lines[#lines + 1] = ("local r1, r2, r3 = a0:%s(%s)"):format(t.method, list)
     end
