@@ -171,7 +171,7 @@ local function with_mode(on, fn, ...)
   local prev = C.td_set_grad_enabled(on and 1 or 0)
   local r = { pcall(fn, ...) }
   C.td_set_grad_enabled(prev)
-  if not r[1] then error(r[2], 0) end
+  if not r[1] then core.rethrow(r[2]) end
   return unpack(r, 2, table.maxn(r))
 end
 --- tide.no_grad(fn, ...) -> fn's results
@@ -242,7 +242,7 @@ function A.detect_anomaly(fn, ...)
   A.set_detect_anomaly(true)
   local r = { pcall(fn, ...) }
   A.set_detect_anomaly(prev)
-  if not r[1] then error(r[2], 0) end
+  if not r[1] then core.rethrow(r[2]) end
   return unpack(r, 2, table.maxn(r))
 end
 

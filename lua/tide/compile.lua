@@ -138,8 +138,7 @@ local function run(self, mode, ...)
     end
     -- a message without a position (raised where the trace's coroutine had no user
     -- frame left, after a tail call) points at the call of the compiled function
-    if type(msg) == "string" and not msg:match("^[^\n]-:%d+: ") then core.raise(msg) end
-    error(msg, 0)
+    core.rethrow(msg)
   end
   local where, ptrs = collect_outputs(res)
   local n = #ptrs

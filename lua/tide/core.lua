@@ -79,26 +79,31 @@ function M.last_error() return ffi.string(C.td_last_error()) end
 -- Errors point at the user's line: the first stack frame outside lua/tide/.
 -- Walking the stack (instead of a fixed error level) stays right through tail
 -- calls and helpers, which shift fixed levels. A C frame (pcall(tide.zeros, -1))
--- ends the walk as well; the message then has no position, as in Lua itself --
--- unless tide's own code called it (the pcall of no_grad(fn), which rethrows):
--- the walk goes on to the user's call of no_grad. With no user frame at all
--- (a coroutine of tide's own) the message has no position rather than tide's.
+-- ends the walk as well; the message then has no position, as in Lua itself (a
+-- tide function that pcalls and rethrows, like no_grad(fn), gives such a message
+-- the position of its own caller: M.rethrow). With no user frame at all (a
+-- coroutine of tide's own) the message has no position rather than tide's.
 local tide_dir = debug.getinfo(1, "S").source:match("^(@.*[/\\])core%.lua$") or "@lua/tide/"
 M.tide_dir = tide_dir
-local function in_tide(info) return info ~= nil and info.source:sub(1, #tide_dir) == tide_dir end
 function M.raise(msg)
   local level = 2
   while true do
     local info = debug.getinfo(level, "S")
     if info == nil then level = 0; break end
-    if info.what == "C" then
-      if not in_tide(debug.getinfo(level + 1, "S")) then break end
-    elseif not in_tide(info) then break end
+    if info.source:sub(1, #tide_dir) ~= tide_dir then break end
     level = level + 1
   end
   error(msg, level)
 end
 local raise = M.raise
+
+-- Rethrow an error caught by tide's own pcall (no_grad(fn), a compiled call): as
+-- it is when it has a position, else at the user's line (the error was raised
+-- where the walk met that pcall, or after a tail call in the user's function).
+function M.rethrow(msg)
+  if type(msg) == "string" and not msg:match("^[^\n]-:%d+: ") then raise(msg) end
+  error(msg, 0)
+end
 
 -- Raise the C error at the user's line.
 function M.fail() raise(M.last_error()) end
