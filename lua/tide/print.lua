@@ -62,7 +62,9 @@ local function shown(x, summarize, data)
     if summarize and n > 2 * EDGE then
       for i = 1, EDGE do l[#l + 1] = i end
       l[#l + 1] = false
-      for i = n - EDGE + 1, n do l[#l + 1] = i end
+      -- the last EDGE indices by count: above 2^53, i + 1 == i and a loop up to n never ends
+      -- (an expanded dim can be that long: its stride is 0, so any index reads the same)
+      for k = EDGE - 1, 0, -1 do l[#l + 1] = n - k end
     else
       for i = 1, n do l[i] = i end
     end

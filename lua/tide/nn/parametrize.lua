@@ -188,7 +188,7 @@ end
 --- nn.utils.is_parametrized(m[, name]) -> boolean
 --- Whether m (or its parameter name) has a parametrization.
 function M.is_parametrized(m, name)
-  local plist = rawget(m, "_regs") and m.parametrizations
+  local plist = type(m) == "table" and rawget(m, "_regs") and m.parametrizations
   if not plist then return false end
   if name == nil then return true end
   return plist:get(name) ~= nil
