@@ -149,6 +149,7 @@ end
 --- m[name] becomes p(original), recomputed before every forward; the original lives at m.parametrizations[name].original.
 function M.register_parametrization(m, name, p, opts)
   opts = args.opts("register_parametrization", opts, "unsafe", 4)
+  regs(m, "register_parametrization")
   if type(name) ~= "string" then args.argerr(2, "register_parametrization", "string name", name) end
   if type(p) ~= "table" or type(p.forward) ~= "function" then
     args.argerr(3, "register_parametrization", "Module with a forward", p)
@@ -259,6 +260,7 @@ end
 --- Keeps m's weight orthogonal (a parametrization through the matrix exponential, as PyTorch's).
 function M.orthogonal(m, opts)
   opts = args.opts("orthogonal", opts, "name orthogonal_map use_trivialization", 2)
+  regs(m, "orthogonal")
   local name = opts.name or "weight"
   local map = opts.orthogonal_map or "matrix_exp"
   if map ~= "matrix_exp" then
