@@ -128,10 +128,13 @@ function E.new(o)
   self.list = targets.enumerate(tide)
   self.by_name = {}
   for _, t in ipairs(self.list) do self.by_name[t.name] = t end
-  if o.only then
+  if o.only then                  -- comma-separated Lua patterns
     local l = {}
-    for _, t in ipairs(self.list) do if t.name:find(o.only) then l[#l + 1] = t end end
+    for _, t in ipairs(self.list) do
+      for pat in o.only:gmatch("[^,]+") do if t.name:find(pat) then l[#l + 1] = t; break end end
+    end
     self.list = l
+    if #l == 0 then error("fuzz: no target matches --only " .. o.only, 0) end
   end
   self.g = gen.new(o.seed, { hostile = o.hostile, p_opencl = o.p_opencl, tmp = o.tmp })
   self.cov = {}          -- name -> { calls =, reached = }

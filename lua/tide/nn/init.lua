@@ -522,6 +522,9 @@ function Module:load_state_dict(sd, opts)
   end
   for _, k in ipairs(keys) do
     local src = sd[k]
+    if src ~= nil and not is_tensor(src) then     -- (a table whose __index answers for keys pairs does not list)
+      raise(("load_state_dict: entry \"%s\" is a %s, expected a Tensor"):format(k, tensor.typename(src)))
+    end
     if src ~= nil and not (src.shape == own[k].shape) then
       raise(("load_state_dict: size mismatch for \"%s\": copying a param with shape %s from checkpoint, the shape in the current model is %s"):format(
         k, shape_str(src), shape_str(own[k])))
