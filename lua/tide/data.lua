@@ -43,9 +43,10 @@ local TensorDataset = Dataset:extend()
 D.TensorDataset = TensorDataset
 
 function TensorDataset.new(...)
-  local ts = { ... }
-  if #ts == 0 then raise("TensorDataset: at least one tensor is required") end
-  for i, t in ipairs(ts) do
+  local ts, n = { ... }, select("#", ...)
+  if n == 0 then raise("TensorDataset: at least one tensor is required") end
+  for i = 1, n do                 -- every argument: ipairs would stop at a nil
+    local t = ts[i]
     if not is_tensor(t) then raise(("bad argument #%d to 'TensorDataset' (Tensor expected, got %s)"):format(i, type(t))) end
     if t:dim() == 0 then raise(("TensorDataset: tensor %d is 0-dim; samples are taken along dim 1"):format(i)) end
     if t:size(1) ~= ts[1]:size(1) then

@@ -21,6 +21,13 @@ local function out_size(H, W, k, st, pd, dl)
 end
 local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
 
+-- a list's entries as strings (for messages: entries can be anything)
+local function show_list(t)
+  local s = {}
+  for i = 1, #t do s[i] = type(t[i]) == "number" and tostring(t[i]) or args.typename(t[i]) end
+  return s
+end
+
 -- an optional tensor argument: nil or a live Tensor
 local function opt_tensor(v, n, fname)
   if v ~= nil and (not is_tensor(v) or v.p == nil) then args.argerr(n, fname, "Tensor or nil", v) end
@@ -156,7 +163,8 @@ function F.adaptive_avg_pool2d(x, output_size)
   local o = type(output_size) == "number" and { output_size, output_size } or output_size
   if type(o) ~= "table" or #o ~= 2 or not args.is_int(o[1]) or not args.is_int(o[2]) or o[1] < 1 or o[2] < 1 then
     raise(("adaptive_avg_pool2d: output_size must be a positive integer or a pair of them, got %s")
-      :format(type(output_size) == "table" and "{" .. table.concat(output_size, ", ") .. "}" or tostring(output_size)))
+      :format(args.typename(output_size) == "table" and "{" .. table.concat(show_list(output_size), ", ") .. "}"
+        or tostring(output_size)))
   end
   local N, C, H, W = unpack(x:size())
   if H % o[1] == 0 and W % o[2] == 0 then
