@@ -73,7 +73,7 @@ function P.profile(fn, opts, ...)
   C.td_profiler_enable(0)
   local report = setmetatable({ events = collect(), record_shapes = opts.record_shapes and true or false,
     cpu_time = os.clock() - t0 }, Report)
-  if not r[1] then error(r[2], 0) end
+  if not r[1] then core.rethrow(r[2]) end
   return report, unpack(r, 2, r.n)
 end
 
@@ -86,7 +86,7 @@ function P.record_function(name, fn, ...)
   local ev = C.td_profiler_push(name)
   local r = pack(pcall(fn, ...))
   C.td_profiler_pop(ev)
-  if not r[1] then error(r[2], 0) end
+  if not r[1] then core.rethrow(r[2]) end
   return unpack(r, 2, r.n)
 end
 

@@ -338,5 +338,16 @@ H["checkpoint.save"] = { args = { "path", "one{=({model = tide.nn.Linear(2, 2), 
 H["checkpoint.resume"] = { pre = { "pcall(tide.checkpoint.save, \"%TMP%/f.ckpt\", {model = tide.nn.Linear(2, 2)})" },
   args = { "path", "one{=({model = tide.nn.Linear(2, 2)})|any}" } }
 H["opencl.device_name"] = { args = { "one{nil|int}" } }
+H["profiler.profile"] = { args = { "fn", "opts{record_shapes=bool}", "t*" } }
+H["profiler.record_function"] = { args = { "one{str|lit{\"step\"}}", "fn", "t*" } }
+
+-- objects that only a function returns: their methods, on one made by `self`
+H.objects = {
+  ["profiler.Report"] = { self = "=(tide.profiler.profile(function() return (tide.randn(3, 4) + 1):sum() end, {record_shapes = true}))",
+    methods = { "key_averages", "table", "export_chrome_trace" } },
+}
+H["profiler.Report.table"] = { self = H.objects["profiler.Report"].self,
+  args = { "opts{sort_by=lit{\"self_time\"|\"total_time\"|\"calls\"|\"bytes\"|\"name\"|\"x\"},limit=int,kind=str,print=bool}" } }
+H["profiler.Report.export_chrome_trace"] = { self = H.objects["profiler.Report"].self, args = { "path" } }
 
 return H

@@ -55,7 +55,12 @@ fs.mkdir(o.tmp)
 -- load everything once in the parent (children inherit it); nothing here may
 -- start threads or open the OpenCL device: a forked child would inherit them dead
 local tide = require "tide"
-for _, m in ipairs { "nn", "optim", "data", "progress", "checkpoint" } do local _ = tide[m] end
+-- every module of lua/tide/ that tide loads on first use (tide.nn, tide.profiler, ...)
+for f in io.popen("ls '" .. root .. "/lua/tide'"):lines() do
+  local m = f:match("^([%w_]+)%.lua$")
+  if m then local _ = tide[m] end
+end
+local _ = tide.nn
 require "tide.compile"; require "tide.serialize"
 local engine = require "fuzz.engine"
 o.known = require("fuzz.known").match

@@ -173,6 +173,22 @@ function M.enumerate(tide)
     end
   end
   module_funcs("checkpoint.", "tide.checkpoint.", tide.checkpoint)
+  -- any other module table of tide (a module added later: its functions by parameter names)
+  local done = { Tensor = true, nn = true, optim = true, data = true, autograd = true, jit = true, opencl = true,
+    progress = true, checkpoint = true }
+  for _, k in ipairs(sorted_keys(tide)) do
+    local v = rawget(tide, k)
+    if public(k) and type(v) == "table" and not done[k] and v.id == nil and v ~= tide.Tensor then
+      module_funcs(k .. ".", "tide." .. k .. ".", v)
+    end
+  end
+  -- methods of objects that only functions return (their class is not in a table):
+  -- hints[<name>] = { self = <expr making one>, methods = { ... } }
+  for _, name in ipairs(sorted_keys(hints.objects or {})) do
+    for _, m in ipairs(hints.objects[name].methods) do
+      add { name = name .. "." .. m, kind = "method", method = m, self = hints.objects[name].self, f = function() end }
+    end
+  end
 
   -- the C op table
   local C = tide.C
