@@ -271,6 +271,7 @@ function T.copy_(x, src) targ(x, 1, "copy_"); return inplace(OP.copy, "copy_", x
 --- Tensor:fill_(v) -> self
 --- Sets every element to the number v.
 function T.fill_(x, v)
+  targ(x, 1, "fill_")
   if type(v) ~= "number" and type(v) ~= "boolean" and not is_tensor(v) then argerr(2, "fill_", "number", v) end
   return inplace(OP.copy, "fill_", x, { on_device_of(x, v) })
 end
