@@ -49,6 +49,10 @@ local asan = (os.getenv("LD_PRELOAD") or ""):find("asan") ~= nil
 if o.mem_mb == nil then o.mem_mb = asan and 0 or 2048 end
 
 fs.mkdir(root .. "/build"); fs.mkdir(o.out)
+-- findings of an earlier run in the same directory would read as this run's
+for f in io.popen("ls '" .. o.out .. "/findings' 2>/dev/null"):lines() do
+  if f:match("%.lua$") then os.remove(o.out .. "/findings/" .. f) end
+end
 o.tmp = o.out .. "/tmp"
 fs.mkdir(o.tmp)
 

@@ -69,6 +69,8 @@ describe("tensor arguments", function()
       "batch_norm: running_mean and running_var must be given together")
     raises_here(function() F.adaptive_avg_pool2d(tide.randn(1, 2, 5, 5), { {}, 2 }) end,
       "adaptive_avg_pool2d: output_size must be a positive integer or a pair of them, got {table, 2}")
+    raises_here(function() nn.MaxPool2d(2, { padding = 1 })(tide.rand(1, 1, 4, 4):gt(0.5)) end,
+      "max_pool2d: bool input is not supported")
     raises_here(function() F.max_pool2d(true, 2, { padding = 1 }) end, "bad argument #1 to 'max_pool2d' (Tensor expected, got boolean)")
     raises_here(function() nn.Flatten()(5) end, "bad argument #1 to 'Flatten' (Tensor expected, got number)")
   end)

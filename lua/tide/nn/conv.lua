@@ -117,6 +117,7 @@ function F.max_pool2d(x, kernel, opts)
   opts = args.opts("max_pool2d", opts, "stride padding dilation return_indices ceil_mode", 3)
   if opts.ceil_mode then raise("max_pool2d: ceil_mode=true is not supported") end
   check4("max_pool2d", x)
+  if x.dtype == tide.bool then raise("max_pool2d: bool input is not supported (convert it, e.g. x:to(tide.uint8))") end
   local shift = 0
   if (opts.padding or 0) ~= 0 then
     -- the shift is a tensor while traced (tide.compile), a number otherwise
