@@ -117,6 +117,18 @@ print(tide.zeros(1, { dtype = "uint8" }):expand({ 2 ^ 62 }))]], nil, 30)
   end)
 end)
 
+describe("hangs", function()
+  it("matrix_exp of a matrix with inf returns (its scaling loop ran 'inf' times)", function()
+    local out, rc = H.child([[
+local tide = require "tide"
+local A = tide.tensor({ { 1, math.huge }, { 0, 1 } })
+local E = tide.nn.utils.matrix_exp(A)
+print("nan", E:ne(E):sum():item())]], nil, 30)
+    assert(rc == 0, ("child exited with %s:\n%s"):format(tostring(rc), out))
+    assert(out:find("nan%s+%d"), out)
+  end)
+end)
+
 describe("number arguments", function()
   it("where and masked_fill take a Tensor or a number", function()
     local c = tide.randn(3):gt(0)

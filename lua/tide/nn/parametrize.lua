@@ -214,7 +214,8 @@ function M.matrix_exp(A)
   local s = 8
   if not core.tracing() then
     local nrm = tide.no_grad(function() return A:abs():sum(1):max():item() end)
-    s = nrm > 1 and math.ceil(math.log(nrm) / math.log(2)) or 0
+    -- an inf norm would square forever; inf or NaN entries give NaN, as PyTorch's
+    s = (nrm > 1 and nrm < math.huge) and math.ceil(math.log(nrm) / math.log(2)) or 0
   end
   local B = A / 2 ^ s
   local n = A:size(1)
