@@ -147,6 +147,9 @@ function Report:table(opts)
   -- self times of all events sum to the profiled time (each nanosecond once)
   local self_total = 0
   for _, e in ipairs(self.events) do self_total = self_total + e.self_us end
+  if opts.limit ~= nil and (not args.is_int(opts.limit) or opts.limit < 0) then
+    core.raise(("table: limit must be a non-negative integer, got %s"):format(tostring(opts.limit)))
+  end
   local limit = math.min(opts.limit or #rows, #rows)
   local namew = 24
   for i = 1, limit do namew = math.max(namew, #rows[i].name + (rows[i].shapes and #rows[i].shapes + 1 or 0)) end

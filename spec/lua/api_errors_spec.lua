@@ -219,6 +219,15 @@ describe("string and table arguments", function()
     raises_here(function() nn.Linear(2, 2):load_state_dict(sd, { strict = false }) end,
       "load_state_dict: entry \"weight\" is a number, expected a Tensor")
   end)
+  it("spectral_norm and a profiler report check their numbers", function()
+    raises_here(function() nn.utils.spectral_norm(nn.Linear(2, 2), { n_power_iterations = "x" }) end,
+      "spectral_norm: n_power_iterations must be a positive integer below 2^31, got x")
+    raises_here(function() nn.utils.spectral_norm(nn.Linear(2, 2), { n_power_iterations = math.huge }) end,
+      "spectral_norm: n_power_iterations must be a positive integer")
+    raises_here(function() nn.utils.spectral_norm(nn.Linear(2, 2), { eps = {} }) end, "spectral_norm: eps must be a number, got table")
+    local report = tide.profiler.profile(function() return tide.randn(2) + 1 end)
+    raises_here(function() report:table({ limit = "x", print = false }) end, "table: limit must be a non-negative integer, got x")
+  end)
   it("is_parametrized of a non-module is false", function()
     assert.is_false(nn.utils.is_parametrized(function() end))
     assert.is_false(nn.utils.is_parametrized(3, "weight"))

@@ -82,7 +82,13 @@ local function normalize(x, eps) return x / (x:norm():clamp(eps)) end
 function M.spectral_norm(m, opts)
   opts = args.opts("spectral_norm", opts, "name n_power_iterations eps dim", 2)
   local name, iters, eps = opts.name or "weight", opts.n_power_iterations or 1, opts.eps or 1e-12
-  if iters < 1 then raise(("spectral_norm: n_power_iterations must be positive, got %d"):format(iters)) end
+  if not args.is_int(iters) or iters < 1 or iters >= 2 ^ 31 then
+    raise(("spectral_norm: n_power_iterations must be a positive integer below 2^31, got %s"):format(tostring(iters)))
+  end
+  if type(eps) ~= "number" then raise(("spectral_norm: eps must be a number, got %s"):format(args.typename(eps))) end
+  if opts.dim ~= nil and not args.is_int(opts.dim) then
+    raise(("spectral_norm: dim must be an integer, got %s"):format(tostring(opts.dim)))
+  end
   local w = take_param("spectral_norm", m, name)
   local d = opts.dim or 1
   local function matrix(t)                    -- (size(d), -1)
