@@ -9,6 +9,19 @@ local M = {}
 --- tide.cmdline.parse(arg, {usage =, about =, {name, default, help}, ...}) -> options
 --- The options as a table (defaults filled in); --help or -h prints them and exits.
 function M.parse(argv, spec)
+  local raise = require("tide.core").raise
+  if argv ~= nil and type(argv) ~= "table" then
+    raise(("bad argument #1 to 'parse' (table of arguments expected, got %s)"):format(type(argv)))
+  end
+  if type(spec) ~= "table" then raise(("bad argument #2 to 'parse' (table of options expected, got %s)"):format(type(spec))) end
+  for i, o in ipairs(spec) do
+    if type(o) ~= "table" or type(o[1]) ~= "string" then
+      raise(("parse: option %d must be {name, default, help} with a string name, got %s"):format(i, type(o)))
+    end
+  end
+  for i = 1, argv and #argv or 0 do
+    if type(argv[i]) ~= "string" then raise(("parse: argument %d is a %s, not a string"):format(i, type(argv[i]))) end
+  end
   local opt, by_name = {}, {}
   for _, o in ipairs(spec) do opt[o[1]] = o[2]; by_name[o[1]] = o end
   local function usage(out)

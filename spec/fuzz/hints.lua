@@ -338,6 +338,8 @@ H["checkpoint.save"] = { args = { "path", "one{=({model = tide.nn.Linear(2, 2), 
 H["checkpoint.resume"] = { pre = { "pcall(tide.checkpoint.save, \"%TMP%/f.ckpt\", {model = tide.nn.Linear(2, 2)})" },
   args = { "path", "one{=({model = tide.nn.Linear(2, 2)})|any}" } }
 H["opencl.device_name"] = { args = { "one{nil|int}" } }
+-- (argv stays a table without options: a bad command line ends the process by design)
+H["cmdline.parse"] = { args = { "lit{{}|{[0] = \"x.lua\"}}", "one{=({{\"n\", 1, \"count\"}, {\"name\", \"a\", \"a name\"}, usage = \"u\"})|lit{{{1, 2}}|{{}}|{\"x\"}}|any}" } }
 H["profiler.profile"] = { args = { "fn", "opts{record_shapes=bool}", "t*" } }
 H["profiler.record_function"] = { args = { "one{str|lit{\"step\"}}", "fn", "t*" } }
 
