@@ -14,7 +14,7 @@ local here = debug.getinfo(1, "S").source:match("^@(.*)$")
 local root = io.popen("cd '" .. dirname(here) .. "/../..' && pwd"):read("*l")
 package.path = ("%s/lua/?.lua;%s/lua/?/init.lua;%s/spec/?.lua;"):format(root, root, root) .. package.path
 
-local o = { seed = tonumber(os.getenv("FUZZ_SEED") or "1"), batch = 40, timeout = 10,
+local o = { seed = tonumber(os.getenv("FUZZ_SEED") or "1"), batch = 40, timeout = 30,
   out = os.getenv("FUZZ_OUT") or (root .. "/build/fuzz-api"), hostile = 0.15, p_opencl = nil,
   seconds = tonumber(os.getenv("FUZZ_SECONDS") or ""), calls = tonumber(os.getenv("FUZZ_CALLS") or "") }
 local list, selftest = false, false
