@@ -65,7 +65,8 @@ M.alarm = function(sec) C.fz_alarm(sec) end
 -- Run child(send) in a forked process; on_line(line) gets each line it sends.
 -- opts: timeout (seconds of silence after which the parent kills the child, as
 -- a backstop to the child's own alarm), stderr_path (the child's stderr), cwd,
--- mem_mb (RLIMIT_AS; 0 = none). Returns how it ended: { exit = code } or
+-- mem_mb (address space the child may add to what it inherits, through RLIMIT_AS;
+-- 0 = no limit). Returns how it ended: { exit = code } or
 -- { signal = n } (and killed = true when the parent killed it).
 function M.run(child, on_line, opts)
   local fds = ffi.new("int[2]")
@@ -84,8 +85,12 @@ function M.run(child, on_line, opts)
       if e >= 0 then C.fz_dup2(e, 2) end
     end
     if opts.mem_mb and opts.mem_mb > 0 then
-      local r = ffi.new("fz_rlimit", opts.mem_mb * 2 ^ 20, opts.mem_mb * 2 ^ 20)
-      C.fz_setrlimit(RLIMIT_AS, r)
+      -- on top of the inherited size: under ASan that is terabytes of reserved shadow
+      local f = io.open("/proc/self/status", "r")
+      local vm = f and tonumber(f:read("*a"):match("VmSize:%s*(%d+)")) or 0
+      if f then f:close() end
+      local lim = vm * 1024 + opts.mem_mb * 2 ^ 20
+      C.fz_setrlimit(RLIMIT_AS, ffi.new("fz_rlimit", lim, lim))
     end
     if opts.cwd then C.fz_chdir(opts.cwd) end
     local ok, err = pcall(child)

@@ -42,11 +42,10 @@ if o.out:sub(1, 1) ~= "/" then o.out = root .. "/" .. o.out end
 local fs = require "fuzz.forkserver"
 -- sanitizers (a build with them, loaded through LD_PRELOAD): stop at the first report
 fs.setenv("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1", false)
-local asan = (os.getenv("LD_PRELOAD") or ""):find("asan") ~= nil
--- 2 GiB of address space per child: a hostile size (2^31 and up) fails to allocate
--- instead of filling gigabytes for longer than the timeout (an OpenCL child peaks
--- near 700 MiB); ASan reserves terabytes of address space, so none under it
-if o.mem_mb == nil then o.mem_mb = asan and 0 or 2048 end
+-- 2 GiB of address space per child beyond what it inherits: a hostile size (2^31
+-- and up) fails to allocate instead of filling gigabytes for longer than the
+-- timeout (an OpenCL child adds about 500 MiB)
+if o.mem_mb == nil then o.mem_mb = 2048 end
 
 fs.mkdir(root .. "/build"); fs.mkdir(o.out)
 -- findings of an earlier run in the same directory would read as this run's
