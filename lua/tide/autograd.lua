@@ -183,6 +183,8 @@ end
 --- tide.is_grad_enabled() -> boolean
 --- Whether autograd records ops on this thread.
 function A.no_grad(fn, ...) return with_mode(false, args.callable(fn, 1, "no_grad"), ...) end
+--- tide.inference_mode(fn, ...) -> fn's results
+--- PyTorch 1.9's inference mode: no_grad by another name (grad-disabled mode records nothing).
 -- inference_mode(fn, ...): PyTorch 1.9's mode without autograd bookkeeping. In
 -- tide, grad-disabled mode already records nothing (no nodes, no saved tensors,
 -- no view bases tracked for autograd), so it is no_grad by another name.

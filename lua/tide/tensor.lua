@@ -287,7 +287,9 @@ function T.masked_fill_(x, mask, v) return inplace(OP.where, "masked_fill_", x, 
 --- Tensor:dim() -> number
 --- The number of dims.
 --- Tensor:numel() -> number
---- The number of elements (also x:nelement()).
+--- The number of elements.
+--- Tensor:nelement() -> number
+--- The number of elements (numel's old name).
 function T.dim(x) return targ(x, 1, "dim").ndim end
 function T.numel(x) return tonumber(targ(x, 1, "numel").nelem) end
 function T.nelement(x) return tonumber(targ(x, 1, "nelement").nelem) end

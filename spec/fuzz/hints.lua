@@ -206,7 +206,7 @@ H[M .. "add_module"] = { self = "mod", args = { "one{str|lit{\"a.b\"|\"\"|\"weig
 H[M .. "register_module"] = H[M .. "add_module"]
 H[M .. "register_buffer"] = { self = "mod", args = { "one{str|lit{\"buf\"}}", "one{t|nil}", "opts{persistent=bool}" } }
 H[M .. "register_parameter"] = { self = "mod", args = { "one{str|lit{\"p\"}}", "one{tg|nil|t}" } }
-H[M .. "apply"] = { self = "mod", args = { "fn" } }
+H[M .. "apply"] = { self = "mod", args = { "one{=(function(m) end)|fn}" } }
 H[M .. "train"] = { self = "mod", args = { "one{nil|bool|any}" } }
 H[M .. "requires_grad_"] = { self = "mod", args = { "one{nil|bool}" } }
 H[M .. "load_state_dict"] = { self = "mod", args = { "one{=a0:state_dict()|=tide.nn.Linear(3, 2):state_dict()|lit{{}|{foo = 1}|{[\"weight\"] = 1}}|any}", "opts{strict=bool}" } }
@@ -322,6 +322,7 @@ H["autograd.grad"] = { pre = { leaf }, args = { "one{=y|t|tlist|any}", "one{=x|=
   "opts{grad_outputs=one{t|nil},retain_graph=bool,create_graph=bool,allow_unused=bool}" } }
 H["autograd.gradcheck"] = { args = { "fn", "one{=tide.randn(3, {dtype = \"float64\", requires_grad = true})|t|tlist|any}", "opts{eps=num,atol=num,rtol=num,raise=bool}" } }
 for _, n in ipairs { "no_grad", "enable_grad", "inference_mode" } do H["autograd." .. n] = H["tide." .. n] end
+H["autograd.detect_anomaly"] = H["tide.no_grad"]
 H["autograd.set_grad_enabled"] = H["tide.set_grad_enabled"]
 H["jit.compile"] = H["tide.compile"]
 H["jit.to_dot"] = { args = { "one{=tide.compile(function(x) return x * 2 end)|any}", "t" } }

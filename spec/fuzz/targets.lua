@@ -308,6 +308,12 @@ local function pre_or_empty(h, g)
 end
 
 -- the receiver of a method target
+-- a name as a field access in generated code: .name, or ["name"] for a Lua keyword (repeat)
+local KEYWORDS = {}
+for k in ("and break do else elseif end false for function goto if in local nil not or repeat return then true until while"):gmatch("%S+") do KEYWORDS[k] = true end
+local function dot(name) return KEYWORDS[name] and ('["%s"]'):format(name) or "." .. name end
+local function path_src(path) return (path:gsub("%.([%a_][%w_]*)", function(n) return dot(n) end)) end
+
 local function receiver(t, h, g)
   local tok = h and h.self or t.self
   if not tok and t.cls then
@@ -350,6 +356,7 @@ function M.build(t, g, valid, seed)
     local list = arg_lines(lines, args, "a")
     local path = t.path or ("tide." .. t.name)
     if h and h.static then path = "tide." .. t.name end
+    path = path_src(path)
     lines[#lines + 1] = ("local r1, r2, r3 = %s(%s)"):format(path, list)
     call = #lines
     if h and h.post then
@@ -370,8 +377,10 @@ function M.build(t, g, valid, seed)
     lines[#lines + 1] = ("local a0 = %s"):format(a0.src)
     local list = arg_lines(lines, args, "a")
     if t.wrap or direct then
-      lines[#lines + 1] = ("local r1, r2, r3 = tide.%s%s(a0%s)"):format(direct and "Tensor." or "", t.method,
+      lines[#lines + 1] = ("local r1, r2, r3 = tide%s%s(a0%s)"):format(direct and ".Tensor" or "", dot(t.method),
         list ~= "" and (", " .. list) or "")
+    elseif KEYWORDS[t.method] then
+      lines[#lines + 1] = ("local r1, r2, r3 = a0%s(a0%s)"):format(dot(t.method), list ~= "" and (", " .. list) or "")
     else
       lines[#lines + 1] = ("local r1, r2, r3 = a0:%s(%s)"):format(t.method, list)
     end
