@@ -167,3 +167,141 @@ describe("LBFGS", function()
       "line search and stopping tests read the loss and gradients")
   end)
 end)
+
+-- lrs returned by get_last_lr() (and momentum or beta1) before each of n optimizer/scheduler steps
+local function sched_lrs(make, n, opt_cls, momentum)
+  local p = tide.zeros(2, { requires_grad = true })
+  local opt = (opt_cls or tide.optim.SGD)({ p }, { lr = 0.1, momentum = momentum })
+  local s = make(opt)
+  local lrs, moms = {}, {}
+  for i = 1, n or 25 do
+    lrs[i] = s:get_last_lr()[1]
+    local g = opt.param_groups[1]
+    moms[i] = g.betas and g.betas[1] or g.momentum
+    opt:step(); s:step()
+  end
+  return lrs, moms, s, opt
+end
+
+describe("PolynomialLR, CyclicLR, ReduceLROnPlateau match PyTorch's lr sequences", function()
+  local R = REF.schedulers
+  it("PolynomialLR", function()
+    H.close(sched_lrs(function(o) return S.PolynomialLR(o) end), R.poly_default, 1e-15)
+    H.close(sched_lrs(function(o) return S.PolynomialLR(o, { total_iters = 8, power = 0.9 }) end), R.poly, 1e-15)
+    -- step(epoch): the closed form
+    local p = tide.zeros(1, { requires_grad = true })
+    local s = S.PolynomialLR(tide.optim.SGD({ p }, { lr = 0.1 }), { total_iters = 8, power = 0.9 })
+    s:step(5)
+    H.close(s:get_last_lr(), { R.poly[6] }, 1e-15)
+  end)
+
+  it("CyclicLR triangular cycles SGD's momentum", function()
+    local lrs, moms = sched_lrs(function(o) return S.CyclicLR(o, { base_lr = 0.01, max_lr = 0.1, step_size_up = 4 }) end,
+      25, nil, 0.9)
+    H.close(lrs, R.cyclic_tri, 1e-15)
+    H.close(moms, R.cyclic_tri_momentum, 1e-15)
+  end)
+
+  it("CyclicLR triangular2, exp_range (Adam's beta1) and scale_fn", function()
+    H.close(sched_lrs(function(o)
+      return S.CyclicLR(o, { base_lr = 0.01, max_lr = 0.1, step_size_up = 3, step_size_down = 5, mode = "triangular2",
+        cycle_momentum = false })
+    end, 30), R.cyclic_tri2, 1e-15)
+    local lrs, moms = sched_lrs(function(o)
+      return S.CyclicLR(o, { base_lr = 0.001, max_lr = 0.01, step_size_up = 2, step_size_down = 3, mode = "exp_range",
+        gamma = 0.9, base_momentum = 0.85, max_momentum = 0.95 })
+    end, 25, tide.optim.Adam)
+    H.close(lrs, R.cyclic_exp, 1e-15)
+    H.close(moms, R.cyclic_exp_beta1, 1e-15)
+    H.close(sched_lrs(function(o)
+      return S.CyclicLR(o, { base_lr = 0.01, max_lr = 0.05, step_size_up = 3, scale_fn = function(x) return 0.5 ^ x end,
+        scale_mode = "iterations", cycle_momentum = false })
+    end), R.cyclic_fn, 1e-15)
+    H.close(sched_lrs(function(o)
+      return S.CyclicLR(o, { base_lr = 0.01, max_lr = 0.05, step_size_up = 2, scale_fn = function(x) return 1 / x end,
+        cycle_momentum = false })
+    end), R.cyclic_fn_cycle, 1e-15)
+  end)
+
+  for _, key in ipairs { "plateau_min", "plateau_default", "plateau_max_abs", "plateau_eps" } do
+    it("ReduceLROnPlateau " .. key, function()
+      local case = R[key]
+      local p, q = tide.zeros(2, { requires_grad = true }), tide.zeros(1, { requires_grad = true })
+      local groups = { { params = { p } } }
+      if case.groups == 2 then groups[2] = { params = { q }, lr = 0.02 } end
+      local opt = tide.optim.SGD(groups, { lr = 0.1 })
+      local s = S.ReduceLROnPlateau(opt, case.opts)
+      for i, m in ipairs(R.plateau_metrics) do
+        opt:step()
+        s:step(i % 2 == 0 and tide.tensor(m, f64) or m)     -- a number or a one-element tensor
+        H.close(s:get_last_lr(), case.lrs[i], 1e-15, ("step %d"):format(i))
+        assert.equal(opt.param_groups[1].lr, s:get_last_lr()[1])
+      end
+    end)
+  end
+
+  it("state_dict round trips continue the sequences identically", function()
+    local makers = {
+      function(o) return S.PolynomialLR(o, { total_iters = 15, power = 2 }) end,
+      function(o) return S.CyclicLR(o, { base_lr = 0.01, max_lr = 0.1, step_size_up = 3, mode = "triangular2" }) end,
+      function(o) return S.CyclicLR(o, { base_lr = 0.01, max_lr = 0.1, step_size_up = 3, scale_fn = function(x) return 0.9 ^ x end }) end,
+    }
+    for k, mk in ipairs(makers) do
+      local p = tide.zeros(2, { requires_grad = true })
+      local opt = tide.optim.SGD({ p }, { lr = 0.1, momentum = 0.9 })
+      local s = mk(opt)
+      for _ = 1, 7 do opt:step(); s:step() end
+      local osd, ssd = opt:state_dict(), s:state_dict()
+      assert.is_nil(ssd._scale_fn_custom)
+      local want, wantm = {}, {}
+      for i = 1, 10 do opt:step(); s:step(); want[i] = s:get_last_lr()[1]; wantm[i] = opt.param_groups[1].momentum end
+      local p2 = tide.zeros(2, { requires_grad = true })
+      local opt2 = tide.optim.SGD({ p2 }, { lr = 0.1, momentum = 0.9 })
+      local s2 = mk(opt2)
+      opt2:load_state_dict(osd); s2:load_state_dict(ssd)
+      local got, gotm = {}, {}
+      for i = 1, 10 do opt2:step(); s2:step(); got[i] = s2:get_last_lr()[1]; gotm[i] = opt2.param_groups[1].momentum end
+      H.close(got, want, 0, "scheduler " .. k)
+      H.close(gotm, wantm, 0, "scheduler " .. k)
+    end
+    -- ReduceLROnPlateau: best, counters and the reduced lr, through a file
+    local p = tide.zeros(1, { requires_grad = true })
+    local opt = tide.optim.SGD({ p }, { lr = 0.1 })
+    local s = S.ReduceLROnPlateau(opt, { patience = 1, cooldown = 2 })
+    for _, m in ipairs { 1, 0.5, 0.6, 0.7, 0.8 } do s:step(m) end
+    local path = os.tmpname()
+    tide.save({ s = s:state_dict(), o = opt:state_dict() }, path)
+    local saved = tide.load(path)
+    os.remove(path)
+    local opt2 = tide.optim.SGD({ tide.zeros(1, { requires_grad = true }) }, { lr = 0.1 })
+    local s2 = S.ReduceLROnPlateau(opt2)
+    opt2:load_state_dict(saved.o); s2:load_state_dict(saved.s)
+    assert.equal(0.5, s2.best)
+    for _, m in ipairs { 0.9, 0.9, 0.9, 0.9, 0.4, 0.9, 0.9 } do
+      s:step(m); s2:step(m)
+      assert.equal(s:get_last_lr()[1], s2:get_last_lr()[1])
+    end
+    assert.is_true(s2:get_last_lr()[1] < 0.1 * 0.1 * 0.1 + 1e-12)
+  end)
+
+  it("errors name the bad option", function()
+    local p = tide.zeros(1, { requires_grad = true })
+    local opt = tide.optim.SGD({ p }, { lr = 0.1 })
+    H.raises(function() S.PolynomialLR(opt, { total_iters = 0 }) end, "PolynomialLR: total_iters must be a positive integer, got 0")
+    H.raises(function() S.PolynomialLR(opt, { pow = 2 }) end, "PolynomialLR: unknown option 'pow'")
+    H.raises(function() S.CyclicLR(opt, { max_lr = 1 }) end, "bad argument #2 to 'CyclicLR' (option 'base_lr' is required)")
+    H.raises(function() S.CyclicLR(opt, { base_lr = 0.1, max_lr = 1, mode = "sine" }) end,
+      "CyclicLR: mode must be 'triangular', 'triangular2' or 'exp_range' (or give scale_fn), got 'sine'")
+    H.raises(function() S.CyclicLR(opt, { base_lr = 0.1, max_lr = { 1, 2 } }) end, "CyclicLR: expected 1 values for max_lr, got 2")
+    H.raises(function() S.CyclicLR(tide.optim.Adagrad({ p }), { base_lr = 0.1, max_lr = 1 }) end, "optimizer must support momentum")
+    H.raises(function() S.CyclicLR(opt, { base_lr = 0.1, max_lr = 1, step_size_up = 1.5 }) end,
+      "CyclicLR: step_size_up must be a positive integer, got 1.5")
+    H.raises(function() S.ReduceLROnPlateau(opt, { factor = 1 }) end, "ReduceLROnPlateau: factor should be < 1.0, got 1")
+    H.raises(function() S.ReduceLROnPlateau(opt, { mode = "least" }) end, "ReduceLROnPlateau: mode must be 'min' or 'max', got 'least'")
+    H.raises(function() S.ReduceLROnPlateau(opt, { threshold_mode = "x" }) end, "threshold_mode must be 'rel' or 'abs', got 'x'")
+    H.raises(function() S.ReduceLROnPlateau(opt, { min_lr = { 0.1, 0.2 } }) end, "ReduceLROnPlateau: expected 1 min_lrs, got 2")
+    H.raises(function() S.ReduceLROnPlateau(opt, { patience = -1 }) end, "patience must be a non-negative integer, got -1")
+    H.raises(function() S.ReduceLROnPlateau(opt):step("x") end, "bad argument #1 to 'step' (metric (number or one-element Tensor)")
+    H.raises(function() S.ReduceLROnPlateau(opt, { patiense = 1 }) end, "ReduceLROnPlateau: unknown option 'patiense'")
+  end)
+end)
