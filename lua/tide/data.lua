@@ -273,6 +273,9 @@ function DataLoader:_worker_batches(order, nrows)
   end
 end
 
+-- image transforms (torchvision's): Compose, Normalize, RandomCrop, RandomHorizontalFlip
+D.transforms = require "tide.transforms"
+
 -- -- IDX files (MNIST family) ------------------------------------------------------------------------
 
 ffi.cdef [[
