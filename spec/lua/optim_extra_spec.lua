@@ -87,6 +87,26 @@ describe("NAdam, RAdam, Adadelta, Adamax match PyTorch's trajectories", function
     assert.is_true(math.abs(o:state_dict().state[1].mu_product - 0.9 * (1 - 0.5 * 0.96 ^ 0.004)) < 1e-16)
   end)
 
+  it("inside tide.compile give the eager steps", function()
+    for _, name in ipairs { "NAdam", "RAdam", "Adadelta", "Adamax" } do
+      local function run(compiled)
+        tide.manual_seed(1)
+        local w = tide.randn(5, 3):requires_grad_()
+        local x = tide.randn(8, 5)
+        local opt = tide.optim[name]({ w }, { lr = 0.05, weight_decay = 0.1 })
+        local function step(a)
+          local l = a:matmul(w):tanh():sum()
+          opt:zero_grad(); l:backward(); opt:step()
+          return l
+        end
+        local f = compiled and tide.compile(step) or step
+        for _ = 1, 7 do f(x) end         -- RAdam's rectified branch starts at step 6 here
+        return w
+      end
+      H.close(run(true), run(false), 1e-5, name)
+    end
+  end)
+
   it("reject bad hyperparameters, naming the value", function()
     local w = tide.zeros(2, { requires_grad = true })
     H.raises(function() tide.optim.NAdam({ w }, { momentum_decay = -1 }) end, "NAdam: invalid momentum_decay value: -1")
