@@ -290,7 +290,8 @@ TD_API int td_adam_step(td_tensor *p, td_tensor *g, td_tensor *m, td_tensor *v, 
 ** hands the batches out in order on the calling thread: 1 with ntensors new tensors
 ** in out, 0 after the last, or a negative code (a worker's failure, in
 ** td_last_error). td_prefetch_free stops and joins the workers and drops batches
-** not taken. A prefetcher is used by one host thread at a time. */
+** not taken. A prefetcher is used by one host thread at a time; the workers read the
+** tensors while it lives, so the host must not write them meanwhile. */
 typedef struct td_prefetch td_prefetch;
 TD_API td_prefetch *td_prefetch_new(int ntensors, td_tensor *const *tensors, const int64_t *order, int64_t nrows,
                                     int64_t batch_size, int nworkers, int depth);
