@@ -280,6 +280,24 @@ enum { TD_ADAM_DECOUPLED = 1, TD_ADAM_MAXIMIZE = 2 };
 TD_API int td_adam_step(td_tensor *p, td_tensor *g, td_tensor *m, td_tensor *v, td_tensor *vmax,
                         const double *hp, int flags);
 
+/* -- Batch prefetching (rt_prefetch.c) ------------------------------------------------
+** A DataLoader's worker threads. Batch b (0-based) holds rows order[b*batch_size ..
+** min((b+1)*batch_size, nrows)) of each of the ntensors CPU tensors (dim 0, the values
+** index_select gives), as new contiguous tensors; nworkers threads prepare up to
+** depth batches ahead (0 workers: each batch is gathered by td_prefetch_next itself).
+** order (0-based rows, copied) and every tensor are checked here; the tensors are
+** retained (a strided one is copied once) until td_prefetch_free. td_prefetch_next
+** hands the batches out in order on the calling thread: 1 with ntensors new tensors
+** in out, 0 after the last, or a negative code (a worker's failure, in
+** td_last_error). td_prefetch_free stops and joins the workers and drops batches
+** not taken. A prefetcher is used by one host thread at a time; the workers read the
+** tensors while it lives, so the host must not write them meanwhile. */
+typedef struct td_prefetch td_prefetch;
+TD_API td_prefetch *td_prefetch_new(int ntensors, td_tensor *const *tensors, const int64_t *order, int64_t nrows,
+                                    int64_t batch_size, int nworkers, int depth);
+TD_API int td_prefetch_next(td_prefetch *pf, td_tensor **out);
+TD_API void td_prefetch_free(td_prefetch *pf);
+
 /* -- Profiler (runtime/rt_prof.c) ------------------------------------------------
 ** While enabled, every op through the dispatcher, every backward node, every
 ** step of a compiled plan (kernels and eager steps), every compile and every

@@ -1,6 +1,6 @@
 --[[
 tide.data -- datasets and batching: Dataset, TensorDataset, DataLoader (batch
-size, seeded shuffle, drop_last, collate), the IDX reader (MNIST family, plain
+size, seeded shuffle, drop_last, collate, C worker threads), the IDX reader (MNIST family, plain
 or gzip through zlib), and a character vocabulary for text. Samples and
 batches are 1-based, as everything in tide's Lua API.
 --]]
@@ -140,16 +140,46 @@ end
 
 -- -- DataLoader ------------------------------------------------------------------------------------
 
---- tide.data.DataLoader(dataset[, {batch_size = 1, shuffle, drop_last, seed = 0, collate_fn}])
---- Batches of a dataset; with shuffle, epoch e uses the order randperm(n, seed + e).
+--- tide.data.DataLoader(dataset[, {batch_size = 1, shuffle, drop_last, seed = 0, collate_fn, num_workers = 0, prefetch_factor = 2}])
+--- Batches of a dataset; with shuffle, epoch e uses the order randperm(n, seed + e); num_workers C threads gather ahead.
 local DataLoader = {}
 DataLoader.__index = DataLoader
 D.DataLoader = DataLoader
 
--- DataLoader(dataset, {batch_size=1, shuffle=false, drop_last=false, seed=0, collate_fn=})
+-- The tensors C threads can gather a dataset's batches from, or nil and why not.
+-- They can serve a TensorDataset (or a subclass keeping its get and get_batch)
+-- of CPU tensors: anything computed by Lua code (a get, a get_batch, an
+-- __index function, a collate_fn) can run only on the Lua thread.
+local function thread_tensors(ds, collate_fn)
+  if collate_fn then return nil, "a collate_fn is Lua code, which only the Lua thread can run" end
+  local mt, depth = getmetatable(ds), 0
+  while type(mt) == "table" and depth < 32 do
+    local ix = rawget(mt, "__index")
+    if type(ix) == "function" then
+      return nil, "its __index is a Lua function, which only the Lua thread can run"
+    end
+    mt, depth = type(ix) == "table" and getmetatable(ix) or nil, depth + 1
+  end
+  if ds.get ~= TensorDataset.get then return nil, "its get is a Lua function, which only the Lua thread can run" end
+  if ds.get_batch ~= TensorDataset.get_batch then
+    return nil, "its get_batch is a Lua function, which only the Lua thread can run"
+  end
+  local ts = rawget(ds, "tensors")
+  if type(ts) ~= "table" or #ts == 0 then return nil, "it holds no tensors" end
+  for k, t in ipairs(ts) do
+    if not is_tensor(t) then return nil, ("its tensors[%d] is a %s"):format(k, type(t)) end
+    if t.device_type ~= 0 then return nil, ("its tensor %d is on %s, and the threads read CPU memory"):format(k, t.device) end
+  end
+  if #ts > 16 then return nil, ("it has %d tensors (the threads gather from at most 16)"):format(#ts) end
+  return ts
+end
+
+-- DataLoader(dataset, {batch_size=1, shuffle=false, drop_last=false, seed=0, collate_fn=, num_workers=0, prefetch_factor=2})
 -- With shuffle, epoch e (counting calls to :batches()) uses the order randperm(n, seed + e).
+-- num_workers = N > 0: N C threads (rt_prefetch.c) gather up to N * prefetch_factor
+-- batches ahead; the batches and their order are those of num_workers = 0.
 function DataLoader.new(dataset, opts)
-  opts = args.opts("DataLoader", opts, "batch_size shuffle drop_last seed collate_fn", 2)
+  opts = args.opts("DataLoader", opts, "batch_size shuffle drop_last seed collate_fn num_workers prefetch_factor", 2)
   local function method(k) local f = dataset[k]; return type(f) == "function" or (type(f) == "table" and getmetatable(f) ~= nil) end
   if type(dataset) ~= "table" or is_tensor(dataset) or not method("len") or not method("get") then
     raise("bad argument #1 to 'DataLoader' (dataset with :len() and :get(i) expected)")
@@ -165,9 +195,31 @@ function DataLoader.new(dataset, opts)
   if cf ~= nil and type(cf) ~= "function" and not (type(cf) == "table" and getmetatable(cf) and getmetatable(cf).__call) then
     raise(("DataLoader: collate_fn must be a function, got %s"):format(args.typename(cf)))
   end
+  local nw = opts.num_workers or 0
+  if not args.is_int(nw) or nw < 0 or nw > 64 then
+    raise(("DataLoader: num_workers must be an integer in 0..64, got %s"):format(tostring(nw)))
+  end
+  local pf = opts.prefetch_factor
+  if pf ~= nil then
+    if nw == 0 then
+      raise("DataLoader: prefetch_factor needs worker threads (num_workers > 0); with num_workers = 0 leave it out")
+    end
+    if not args.is_int(pf) or pf < 1 then
+      raise(("DataLoader: prefetch_factor must be a positive integer, got %s"):format(tostring(pf)))
+    end
+  end
+  local ts
+  if nw > 0 then
+    local why
+    ts, why = thread_tensors(dataset, opts.collate_fn)
+    if not ts then
+      raise(("DataLoader: num_workers = %d needs a dataset that C threads can gather batches from (a TensorDataset "
+        .. "of CPU tensors), but %s; use num_workers = 0"):format(nw, why))
+    end
+  end
   return setmetatable({ dataset = dataset, batch_size = bs, shuffle = opts.shuffle or false,
     drop_last = opts.drop_last or false, seed = opts.seed or 0, collate_fn = opts.collate_fn,
-    epoch = 0 }, DataLoader)
+    num_workers = nw, prefetch_factor = pf or 2, _thread_tensors = ts, epoch = 0 }, DataLoader)
 end
 setmetatable(DataLoader, { __call = function(_, ...) return DataLoader.new(...) end })
 
@@ -198,6 +250,7 @@ function DataLoader:batches()
   if self.shuffle then order = D.randperm(n, self.seed + self.epoch) end
   self.epoch = self.epoch + 1
   local nb, b = self:len(), 0
+  if self.num_workers > 0 then return self:_worker_batches(order, math.min(n, nb * bs)) end
   return function()
     b = b + 1
     if b > nb then return nil end
@@ -216,6 +269,38 @@ function DataLoader:batches()
     return batch
   end
 end
+
+-- The epoch's batches from the worker threads: rows order[1..nrows] (or 1..nrows)
+-- of the dataset's tensors. The prefetcher's threads stop when the epoch ends, or
+-- when the iterator is collected after a break.
+local td_tensor_arr = ffi.typeof("td_tensor *[?]")
+function DataLoader:_worker_batches(order, nrows)
+  local ts, C = self._thread_tensors, core.C
+  local nt = #ts
+  local src, out = td_tensor_arr(nt), td_tensor_arr(nt)
+  for k, t in ipairs(ts) do src[k - 1] = t.p end
+  local rows = ffi.new("int64_t[?]", math.max(nrows, 1))
+  for i = 1, nrows do rows[i - 1] = (order and order[i] or i) - 1 end
+  local pf = C.td_prefetch_new(nt, src, rows, nrows, self.batch_size, self.num_workers,
+    self.num_workers * self.prefetch_factor)
+  if pf == nil then raise(core.last_error()) end
+  pf = ffi.gc(pf, C.td_prefetch_free)
+  local batch = {}
+  return function()
+    if pf == nil then return nil end
+    local rc = C.td_prefetch_next(pf, out)
+    if rc <= 0 then
+      C.td_prefetch_free(ffi.gc(pf, nil)); pf = nil
+      if rc < 0 then raise(core.last_error()) end
+      return nil
+    end
+    for k = 1, nt do batch[k] = core.wrap(out[k - 1]) end
+    return unpack(batch, 1, nt)
+  end
+end
+
+-- image transforms (torchvision's): Compose, Normalize, RandomCrop, RandomHorizontalFlip
+D.transforms = require "tide.transforms"
 
 -- -- IDX files (MNIST family) ------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 --[[
 tide.lr_scheduler (tide.optim.lr_scheduler) -- learning-rate schedulers that rewrite an optimizer's
-param_groups[i].lr on each step(). The recurrences (chainable forms) and closed
-forms are PyTorch 1.13's, so the lr sequence equals torch's to the last bit.
+param_groups[i].lr on each step() (ReduceLROnPlateau: on each step(metric)). The recurrences
+(chainable forms) and closed forms are PyTorch's (1.13's; PolynomialLR, CyclicLR and
+ReduceLROnPlateau 2.x's), so the lr sequence equals torch's to the last bit.
 Epochs count from 0 as in PyTorch: construction performs step 0.
 --]]
 local core = require "tide.core"
@@ -73,9 +74,12 @@ local function init(self, name, opt, last_epoch)
   return self
 end
 
+-- _is_initial is true during this step only (PyTorch 2's _initial_mode; PolynomialLR reads it)
 function LRScheduler:_initial_step()
   self._step_count = 0
+  self._is_initial = true
   self:step()
+  self._is_initial = nil
 end
 
 -- step(): advance one epoch. step(epoch) (deprecated in PyTorch) jumps to epoch via the closed form.
@@ -125,7 +129,8 @@ function LRScheduler:load_state_dict(sd)
   for k, v in pairs(sd) do self[k] = copy(v) end
 end
 
-local function class(name, allowed, setup)
+-- setup(self, opts, optimizer) reads the options before the initial step; after(self), if given, runs after it
+local function class(name, allowed, setup, after)
   local cls = setmetatable({}, { __index = LRScheduler })
   cls.__index = cls
   allowed.last_epoch = true
@@ -134,7 +139,9 @@ local function class(name, allowed, setup)
     opts = options(name, opts, allowed)
     local self = setmetatable({}, c)
     setup(self, opts, opt)
-    return init(self, name, opt, opts.last_epoch)
+    init(self, name, opt, opts.last_epoch)
+    if after then after(self) end
+    return self
   end })
   M[name] = cls
   return cls
@@ -506,6 +513,238 @@ function SequentialLR:load_state_dict(sd)
   end
   for k, v in pairs(sd) do if k ~= "_schedulers" then self[k] = copy(v) end end
   for i, s in ipairs(self._schedulers) do s:load_state_dict(sd._schedulers[i]) end
+end
+
+-- -- PolynomialLR ----------------------------------------------------------------------------
+
+local function positive_int(name, key, v)
+  if type(v) ~= "number" or v < 1 or v ~= math.floor(v) then
+    raise(("%s: %s must be a positive integer, got %s"):format(name, key, tostring(v)))
+  end
+  return v
+end
+
+--- optim.lr_scheduler.PolynomialLR(optimizer, {total_iters = 5, power = 1})
+--- lr = initial lr * (1 - epoch / total_iters)^power, reaching 0 at total_iters.
+local PolynomialLR = class("PolynomialLR", { total_iters = true, power = true }, function(self, o)
+  self.total_iters = positive_int("PolynomialLR", "total_iters", number_opt("PolynomialLR", o, "total_iters", 5))
+  self.power = number_opt("PolynomialLR", o, "power", 1)
+end)
+function PolynomialLR:get_lr()
+  local r = group_lrs(self)
+  local e, n = self.last_epoch, self.total_iters
+  if self._is_initial or e > n then return r end
+  local f = ((1 - e / n) / (1 - (e - 1) / n)) ^ self.power
+  for i = 1, #r do r[i] = r[i] * f end
+  return r
+end
+function PolynomialLR:_closed_form()
+  local r = {}
+  local f = (1 - math.min(self.total_iters, self.last_epoch) / self.total_iters) ^ self.power
+  for i, b in ipairs(self.base_lrs) do r[i] = b * f end
+  return r
+end
+
+-- -- CyclicLR --------------------------------------------------------------------------------
+
+-- the built-in amplitude scalings and the argument each reads (cycle number or iteration)
+local CYCLIC = {
+  triangular = { function() return 1 end, "cycle" },
+  triangular2 = { function(x) return 1 / (2 ^ (x - 1)) end, "cycle" },
+  exp_range = { function(x, gamma) return gamma ^ x end, "iterations" },
+}
+
+--- optim.lr_scheduler.CyclicLR(optimizer, {base_lr, max_lr, step_size_up = 2000, step_size_down, mode = 'triangular', gamma = 1, scale_fn, scale_mode = 'cycle', cycle_momentum = true, base_momentum = 0.8, max_momentum = 0.9})
+--- Cycles lr between base_lr and max_lr (triangular, triangular2, exp_range or scale_fn), momentum inversely; step per batch.
+local CyclicLR = class("CyclicLR", { base_lr = true, max_lr = true, step_size_up = true, step_size_down = true,
+  mode = true, gamma = true, scale_fn = true, scale_mode = true, cycle_momentum = true, base_momentum = true,
+  max_momentum = true }, function(self, o, opt)
+  local name = "CyclicLR"
+  if o.base_lr == nil then argerr(2, name, "option 'base_lr' is required") end
+  if o.max_lr == nil then argerr(2, name, "option 'max_lr' is required") end
+  local base_lrs = per_group(name, opt, "base_lr", o.base_lr)
+  local fresh = (o.last_epoch or -1) == -1
+  if fresh then for i, g in ipairs(opt.param_groups) do g.lr = base_lrs[i] end end
+  self.max_lrs = per_group(name, opt, "max_lr", o.max_lr)
+  local up = positive_int(name, "step_size_up", number_opt(name, o, "step_size_up", 2000))
+  local down = o.step_size_down == nil and up or positive_int(name, "step_size_down", number_opt(name, o, "step_size_down"))
+  self.total_size = up + down
+  self.step_ratio = up / self.total_size
+  local mode = o.mode or "triangular"
+  if o.scale_fn ~= nil and type(o.scale_fn) ~= "function" then
+    argerr(2, name, "option 'scale_fn' must be a function, got " .. type(o.scale_fn))
+  end
+  if not CYCLIC[mode] and o.scale_fn == nil then
+    raise(("%s: mode must be 'triangular', 'triangular2' or 'exp_range' (or give scale_fn), got %s"):format(name,
+      type(mode) == "string" and "'" .. mode .. "'" or tostring(mode)))
+  end
+  self.mode, self.gamma = mode, number_opt(name, o, "gamma", 1)
+  self._scale_fn_custom = o.scale_fn
+  self.scale_mode = o.scale_mode or "cycle"
+  if self.scale_mode ~= "cycle" and self.scale_mode ~= "iterations" then
+    raise(("%s: scale_mode must be 'cycle' or 'iterations', got '%s'"):format(name, tostring(self.scale_mode)))
+  end
+  if o.scale_fn == nil then self.scale_mode = CYCLIC[mode][2] end   -- a built-in mode fixes it
+  self.cycle_momentum = o.cycle_momentum ~= false
+  if self.cycle_momentum then
+    local d = opt.defaults or {}
+    if d.momentum == nil and d.betas == nil then
+      raise(name .. ": optimizer must support momentum (momentum or betas) with the cycle_momentum option enabled")
+    end
+    self.use_beta1 = d.betas ~= nil
+    self.base_momentums = per_group(name, opt, "base_momentum", o.base_momentum or 0.8)
+    self.max_momentums = per_group(name, opt, "max_momentum", o.max_momentum or 0.9)
+    if fresh then
+      for i, g in ipairs(opt.param_groups) do
+        local m = self.max_momentums[i]
+        if self.use_beta1 then g.betas = { m, g.betas[2] } else g.momentum = m end
+        g.max_momentum, g.base_momentum = m, self.base_momentums[i]
+      end
+    end
+  end
+  self._base_lrs = base_lrs
+end, function(self)
+  -- the cycle's low ends, not a resumed group's initial_lr (as PyTorch, after its initial step)
+  self.base_lrs, self._base_lrs = self._base_lrs, nil
+end)
+
+--- optim.lr_scheduler.CyclicLR:scale_fn(x) -> number
+--- The amplitude's scale at x (the cycle number or the iteration, per scale_mode).
+function CyclicLR:scale_fn(x)
+  if self._scale_fn_custom then return self._scale_fn_custom(x) end
+  return CYCLIC[self.mode][1](x, self.gamma)
+end
+
+function CyclicLR:get_lr()
+  local e = self.last_epoch
+  local cycle = math.floor(1 + e / self.total_size)
+  local x = 1 + e / self.total_size - cycle
+  local scale_factor
+  if x <= self.step_ratio then scale_factor = x / self.step_ratio
+  else scale_factor = (x - 1) / (self.step_ratio - 1) end
+  local s = self:scale_fn(self.scale_mode == "cycle" and cycle or e)
+  local lrs = {}
+  for i, b in ipairs(self.base_lrs) do lrs[i] = b + (self.max_lrs[i] - b) * scale_factor * s end
+  if self.cycle_momentum then
+    for i, g in ipairs(self.optimizer.param_groups) do
+      local maxm = self.max_momentums[i]
+      local m = maxm - (maxm - self.base_momentums[i]) * scale_factor * s
+      if self.use_beta1 then g.betas = { m, g.betas[2] } else g.momentum = m end
+    end
+  end
+  return lrs
+end
+
+-- -- ReduceLROnPlateau -----------------------------------------------------------------------
+
+--- optim.lr_scheduler.ReduceLROnPlateau(optimizer, {mode = 'min', factor = 0.1, patience = 10, threshold = 1e-4, threshold_mode = 'rel', cooldown = 0, min_lr = 0, eps = 1e-8})
+--- Multiplies lr by factor when a metric (sched:step(metric)) has not improved for patience epochs.
+local Plateau = setmetatable({}, { __index = LRScheduler })
+Plateau.__index = Plateau
+M.ReduceLROnPlateau = Plateau
+
+local function check_plateau_modes(self)
+  local name = "ReduceLROnPlateau"
+  if self.mode ~= "min" and self.mode ~= "max" then
+    raise(("%s: mode must be 'min' or 'max', got '%s'"):format(name, tostring(self.mode)))
+  end
+  if self.threshold_mode ~= "rel" and self.threshold_mode ~= "abs" then
+    raise(("%s: threshold_mode must be 'rel' or 'abs', got '%s'"):format(name, tostring(self.threshold_mode)))
+  end
+end
+
+setmetatable(Plateau, { __index = LRScheduler, __call = function(cls, opt, opts)
+  local name = "ReduceLROnPlateau"
+  check_opt(name, opt)
+  opts = options(name, opts, { mode = true, factor = true, patience = true, threshold = true, threshold_mode = true,
+    cooldown = true, min_lr = true, eps = true })
+  local self = setmetatable({ name = name, optimizer = opt, last_epoch = 0 }, cls)
+  self.factor = number_opt(name, opts, "factor", 0.1)
+  if self.factor >= 1 then raise(("%s: factor should be < 1.0, got %s"):format(name, tostring(self.factor))) end
+  local function count(key, default)
+    local v = number_opt(name, opts, key, default)
+    if v < 0 or v ~= math.floor(v) then raise(("%s: %s must be a non-negative integer, got %s"):format(name, key, tostring(v))) end
+    return v
+  end
+  self.patience, self.cooldown = count("patience", 10), count("cooldown", 0)
+  self.threshold, self.eps = number_opt(name, opts, "threshold", 1e-4), number_opt(name, opts, "eps", 1e-8)
+  local min_lr = opts.min_lr or 0
+  if type(min_lr) == "table" then
+    if #min_lr ~= #opt.param_groups then
+      raise(("%s: expected %d min_lrs, got %d"):format(name, #opt.param_groups, #min_lr))
+    end
+    self.min_lrs = copy(min_lr)
+  else
+    self.default_min_lr = number_opt(name, opts, "min_lr", 0)
+    self.min_lrs = per_group(name, opt, "min_lr", min_lr)
+  end
+  self.mode, self.threshold_mode = opts.mode or "min", opts.threshold_mode or "rel"
+  check_plateau_modes(self)
+  self.mode_worse = self.mode == "min" and math.huge or -math.huge
+  self._last_lr = group_lrs(self)
+  self:_reset()
+  return self
+end })
+
+function Plateau:_reset()
+  self.best, self.cooldown_counter, self.num_bad_epochs = self.mode_worse, 0, 0
+end
+
+-- a beats best by more than the threshold (relative or absolute)
+function Plateau:_is_better(a, best)
+  if self.mode == "min" and self.threshold_mode == "rel" then return a < best * (1 - self.threshold)
+  elseif self.mode == "min" then return a < best - self.threshold
+  elseif self.threshold_mode == "rel" then return a > best * (self.threshold + 1)
+  end
+  return a > best + self.threshold
+end
+
+--- optim.lr_scheduler.ReduceLROnPlateau:step(metric[, epoch])
+--- Records this epoch's metric (a number or a one-element tensor) and reduces the lrs after patience bad epochs.
+function Plateau:step(metric, epoch)
+  if core.is_tensor(metric) then metric = metric:item() end
+  if type(metric) ~= "number" then argerr(1, "step", "metric (number or one-element Tensor) expected, got " .. type(metric)) end
+  if epoch ~= nil and type(epoch) ~= "number" then argerr(2, "step", "epoch number expected, got " .. type(epoch)) end
+  self.last_epoch = epoch or self.last_epoch + 1
+  if self:_is_better(metric, self.best) then
+    self.best, self.num_bad_epochs = metric, 0
+  else
+    self.num_bad_epochs = self.num_bad_epochs + 1
+  end
+  if self.cooldown_counter > 0 then
+    self.cooldown_counter = self.cooldown_counter - 1
+    self.num_bad_epochs = 0          -- bad epochs in cooldown do not count
+  end
+  if self.num_bad_epochs > self.patience then
+    self:_reduce_lr()
+    self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+  end
+  self._last_lr = group_lrs(self)
+end
+
+function Plateau:_reduce_lr()
+  local groups = self.optimizer.param_groups
+  if #groups ~= #self.min_lrs then
+    if self.default_min_lr == nil then
+      raise(("ReduceLROnPlateau: the optimizer has %d param groups, %d when the scheduler was made (a group was "
+        .. "added?): set the scheduler's min_lrs to one value per group"):format(#groups, #self.min_lrs))
+    end
+    self.min_lrs = per_group("ReduceLROnPlateau", self.optimizer, "min_lr", self.default_min_lr)
+  end
+  for i, g in ipairs(groups) do
+    local old = g.lr
+    local new = math.max(old * self.factor, self.min_lrs[i])
+    if old - new > self.eps then g.lr = new end   -- smaller changes are ignored
+  end
+end
+
+function Plateau:load_state_dict(sd)
+  LRScheduler.load_state_dict(self, sd)
+  check_plateau_modes(self)
+end
+
+function Plateau:get_lr()
+  raise("ReduceLROnPlateau: the lrs follow the metric passed to step(metric); read them with get_last_lr()")
 end
 
 return M

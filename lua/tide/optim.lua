@@ -1,6 +1,7 @@
 --[[
-tide.optim -- optimizers (SGD, Adam, AdamW, RMSprop, Adagrad) and learning-rate
-schedulers (tide.optim.lr_scheduler). Names, defaults and update arithmetic follow
+tide.optim -- optimizers (SGD, Adam, AdamW, RMSprop, Adagrad here; NAdam, RAdam,
+Adadelta, Adamax, LBFGS in optim_extra.lua) and learning-rate schedulers
+(tide.optim.lr_scheduler). Names, defaults and update arithmetic follow
 PyTorch 1.13's single-tensor implementations; updates run in place under no_grad.
 Parameter indices in state_dict are 1-based, in the order the groups list them.
 State buffers live on their parameter's device: made there (zeros_like), moved
@@ -251,7 +252,7 @@ function Optimizer:load_state_dict(sd)
     local ns = {}
     for k, v in pairs(st) do
       if is_tensor(v) then
-        if shape_str(v) ~= shape_str(p) then
+        if not self._state_any_shape and shape_str(v) ~= shape_str(p) then
           raise(("%s: state '%s' of parameter %s has shape %s, the parameter has shape %s")
             :format(fname, tostring(k), tostring(i), shape_str(v), shape_str(p)))
         end
@@ -475,6 +476,10 @@ function Adagrad:_update(g, p, grad, st)
   local std = st.sum:sqrt():add_(g.eps)
   p:add_((grad * -clr):div_(std))
 end
+
+-- NAdam, RAdam, Adadelta, Adamax, LBFGS (optim_extra.lua), sharing these helpers
+require("tide.optim_extra")(optim, { Optimizer = Optimizer, make = make, nonneg = nonneg, check_betas = check_betas,
+  zeros = zeros, argerr = argerr, typename = typename })
 
 optim.lr_scheduler = require "tide.lr_scheduler"
 for k, v in pairs(optim.lr_scheduler) do optim[k] = v end

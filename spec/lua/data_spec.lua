@@ -1,5 +1,5 @@
 -- tide.data: TensorDataset, DataLoader (every sample once per epoch, seeded
--- order, drop_last, collate), the IDX reader (plain and gzip, validation) and
+-- order, drop_last, collate, worker threads), the IDX reader (plain and gzip, validation) and
 -- the character vocabulary.
 local tide = require "tide"
 local H = require "helper"
@@ -80,6 +80,92 @@ describe("TensorDataset and DataLoader", function()
     H.raises(function() data.DataLoader(ds, { batch_size = 0 }) end, "batch_size must be a positive integer, got 0")
     H.raises(function() data.DataLoader({}, {}) end, "dataset with :len() and :get(i) expected")
     H.raises(function() data.TensorDataset(tide.zeros(3), tide.zeros(4)) end, "tensor 2 has 4 samples but tensor 1 has 3")
+  end)
+end)
+
+describe("DataLoader worker threads (num_workers)", function()
+  -- three tensors of different dtypes and row sizes, one of them strided
+  local n = 37
+  local X = tide.randn(n, 3, 5)
+  local T = tide.randn(4, n):t()                       -- (n, 4), not contiguous
+  local Y = tide.arange(1, n + 1):long()
+  local ds = data.TensorDataset(X, T, Y)
+
+  local function epochs(opts, count)
+    local loader = data.DataLoader(ds, opts)
+    local all = {}
+    for e = 1, count or 2 do
+      local batches = {}
+      for x, t, y in loader:batches() do batches[#batches + 1] = { x, t, y } end
+      all[e] = batches
+    end
+    return all
+  end
+
+  it("give the same batches in the same order for num_workers = 0, 1, 2, 3", function()
+    for _, o in ipairs { { batch_size = 5 }, { batch_size = 4, shuffle = true, seed = 3 },
+                         { batch_size = 6, shuffle = true, drop_last = true } } do
+      local ref = epochs(o)
+      for _, nw in ipairs { 1, 2, 3 } do
+        local w = {}
+        for k, v in pairs(o) do w[k] = v end
+        w.num_workers = nw
+        if nw == 3 then w.prefetch_factor = 1 end
+        local got = epochs(w)
+        for e = 1, 2 do
+          assert.equal(#ref[e], #got[e])
+          for b, want in ipairs(ref[e]) do
+            for k = 1, 3 do
+              assert.same(want[k]:size(), got[e][b][k]:size())
+              assert.equal(want[k].dtype, got[e][b][k].dtype)
+              assert.is_true(want[k]:eq(got[e][b][k]):all():item(), ("nw=%d epoch %d batch %d field %d"):format(nw, e, b, k))
+            end
+          end
+        end
+      end
+    end
+  end)
+
+  it("serve one-tensor datasets and subclasses of TensorDataset, and survive a break", function()
+    local got = {}
+    for y in data.DataLoader(data.TensorDataset(Y), { batch_size = 10, num_workers = 2 }):batches() do
+      got[#got + 1] = y:size(1)
+    end
+    assert.same({ 10, 10, 10, 7 }, got)
+    local Sub = data.TensorDataset:extend()
+    local sub = setmetatable({ tensors = { Y } }, Sub)
+    local loader = data.DataLoader(sub, { batch_size = 8, num_workers = 2, prefetch_factor = 1 })
+    for y in loader:batches() do H.close(y, { 1, 2, 3, 4, 5, 6, 7, 8 }, 0); break end    -- threads left waiting
+    collectgarbage(); collectgarbage()
+    local count = 0
+    for _ in loader:batches() do count = count + 1 end
+    assert.equal(5, count)
+  end)
+
+  it("refuse, at construction, datasets only Lua can serve, naming why", function()
+    local Squares = data.Dataset:extend()
+    function Squares:len() return 6 end
+    function Squares:get(i) return i end
+    H.raises(function() data.DataLoader(setmetatable({}, Squares), { num_workers = 2 }) end,
+      "DataLoader: num_workers = 2 needs a dataset that C threads can gather batches from",
+      "but its get is a Lua function, which only the Lua thread can run; use num_workers = 0")
+    local lazy = setmetatable({ len = function() return 3 end }, { __index = function(_, k)
+      if k == "get" then return function(_, i) return i end end
+    end })
+    H.raises(function() data.DataLoader(lazy, { num_workers = 1 }) end, "but its __index is a Lua function")
+    local Batched = data.TensorDataset:extend()
+    function Batched:get_batch(idx) return { idx } end
+    H.raises(function() data.DataLoader(setmetatable({ tensors = { Y } }, Batched), { num_workers = 1 }) end,
+      "but its get_batch is a Lua function")
+    H.raises(function() data.DataLoader(ds, { num_workers = 2, collate_fn = function(s) return s end }) end,
+      "but a collate_fn is Lua code")
+    H.raises(function() data.DataLoader(ds, { num_workers = -1 }) end, "num_workers must be an integer in 0..64, got -1")
+    H.raises(function() data.DataLoader(ds, { num_workers = 1.5 }) end, "num_workers must be an integer in 0..64, got 1.5")
+    H.raises(function() data.DataLoader(ds, { prefetch_factor = 2 }) end, "prefetch_factor needs worker threads (num_workers > 0)")
+    H.raises(function() data.DataLoader(ds, { num_workers = 1, prefetch_factor = 0 }) end,
+      "prefetch_factor must be a positive integer, got 0")
+    local err = H.raises(function() data.DataLoader(setmetatable({}, Squares), { num_workers = 2 }) end, "num_workers")
+    assert.truthy(err:find("data_spec.lua:%d+:"))
   end)
 end)
 

@@ -292,7 +292,7 @@ describe("option tables", function()
     { "backward", function() return (x4:clone():requires_grad_() * 2):sum():backward({ retain = true }) end },
     { "grad", function() local a = tide.ones(2):requires_grad_(); return tide.autograd.grad(a:sum(), a, { alow_unused = true }) end },
     { "compile", function() return tide.compile(function() end, { fallbak = "eager" }) end },
-    { "DataLoader", function() return tide.data.DataLoader(tide.data.TensorDataset(tide.ones(4)), { num_workers = 2 }) end },
+    { "DataLoader", function() return tide.data.DataLoader(tide.data.TensorDataset(tide.ones(4)), { num_worker = 2 }) end },
     { "Linear", function() return tide.nn.Linear(2, 3, { biass = false }) end },
     { "Conv2d", function() return tide.nn.Conv2d(2, 3, 3, { pading = 1 }) end },
     { "BatchNorm2d", function() return tide.nn.BatchNorm2d(2, { momentun = 0.1 }) end },

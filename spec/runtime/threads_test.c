@@ -2,7 +2,7 @@
 ** threads_test.c -- tide from 4 OS threads at once (spec/runtime/threads_spec.lua).
 ** Built twice: against libtide.a (C API calls: creation, elementwise,
 ** reductions, matmul, autograd, random numbers, errors, grad mode, the
-** caching allocator, one trace per process), with and without
+** caching allocator, DataLoader prefetch workers, one trace per process), with and without
 ** ThreadSanitizer; and with -DTHREADS_LUA, where each thread runs its own
 ** lua_State with tide loaded from libtide.so. Prints "ok N - ..." /
 ** "not ok N - ..." lines and exits nonzero on any failure.
@@ -188,6 +188,32 @@ static void t_trace(int tid)
   td_compile_free(cf);
 }
 
+/* a DataLoader's worker threads (rt_prefetch.c) inside each host thread: 3 workers,
+** 2 batches ahead, rows in reverse order; every other epoch is dropped half way */
+static void t_prefetch(int tid, int iter)
+{
+  enum { R = 300, W = 16, BS = 7 };
+  double rows[R * W];
+  int64_t size[2] = { R, W }, order[R];
+  for (int i = 0; i < R * W; i++) rows[i] = i;
+  for (int i = 0; i < R; i++) order[i] = R - 1 - i;
+  td_tensor *x = td_from_doubles(2, size, TD_FLOAT32, rows);
+  td_prefetch *pf = x ? td_prefetch_new(1, &x, order, R, BS, 3, 2) : NULL;
+  check(pf != NULL, tid, "prefetch new", td_last_error());
+  int ok = 1, nb = 0, last = (iter % 2) ? (R + BS - 1) / BS : 5;
+  td_tensor *b = NULL;
+  while (pf && nb < last && td_prefetch_next(pf, &b) == 1) {
+    const float *v = b->ptr;
+    for (int64_t i = 0; i < b->sizes[0]; i++)
+      ok = ok && v[i * W] == (float)(order[nb * BS + i] * W) && v[i * W + W - 1] == (float)(order[nb * BS + i] * W + W - 1);
+    td_release(b);
+    nb++;
+  }
+  check(ok && nb == last, tid, "prefetched batches hold the rows in order", NULL);
+  td_prefetch_free(pf);
+  td_release(x);
+}
+
 static void *run(void *arg)
 {
   int tid = (int)(intptr_t)arg;
@@ -202,6 +228,7 @@ static void *run(void *arg)
     t_errors(tid);
     t_grad_mode(tid);
     t_random(tid);
+    t_prefetch(tid, it);
     if (tid == 3 && it % 5 == 4) td_empty_cache();
   }
   td_release(x);
