@@ -305,7 +305,8 @@ function Run:run()
   local order = {}
   for i, t in ipairs(self.list) do order[i] = t end
   for i = #order, 2, -1 do local j = self.g:int(1, i); order[i], order[j] = order[j], order[i] end
-  for pass = 1, 3 do
+  -- (a target whose random but valid arguments failed before its call is retried: up to 8 passes)
+  for pass = 1, 8 do
     for _, t in ipairs(order) do
       if pass == 1 or self.cov[t.name].reached == 0 then push(self:next_call(t, true)) end
     end

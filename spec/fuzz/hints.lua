@@ -183,6 +183,9 @@ local conv_opts = "opts{stride=pair,padding=pair,dilation=pair,groups=int,bias=b
 H["nn.Conv2d"] = { args = { "size", "size", "pair", conv_opts }, fwd = { "one{=tide.randn(1, a1, 6, 6)|t}" } }
 H["nn.Conv1d"] = { args = { "size", "size", "one{size|lit{{3}|{1, 2}}}", "opts{stride=int,padding=int,dilation=int,groups=int,bias=bool,dtype=dtype}" },
   fwd = { "one{=tide.randn(1, a1, 6)|t}" } }
+-- valid receivers of their methods (random valid arguments often fail: kernel sizes, groups)
+H["nn.Conv1d"].inst = "tide.nn.Conv1d(2, 3, 3)"
+H["nn.Conv2d"].inst = "tide.nn.Conv2d(2, 3, 3)"
 H["nn.MaxPool2d"] = { args = { "pair", win }, fwd = { img } }
 H["nn.AvgPool2d"] = { args = { "pair", "opts{stride=pair,padding=pair}" }, fwd = { img } }
 H["nn.AdaptiveAvgPool2d"] = { args = { "pair" }, fwd = { img } }
@@ -244,6 +247,17 @@ H["optim.Adam"] = { args = { paramsg, "opts{lr=num,betas=" .. betas .. ",eps=num
 H["optim.AdamW"] = H["optim.Adam"]
 H["optim.RMSprop"] = { args = { paramsg, "opts{lr=num,alpha=num,eps=num,weight_decay=num,momentum=num,centered=bool,maximize=bool}" }, post = step_post }
 H["optim.Adagrad"] = { args = { paramsg, "opts{lr=num,lr_decay=num,weight_decay=num,initial_accumulator_value=num,eps=num,maximize=bool}" }, post = step_post }
+H["optim.NAdam"] = { args = { paramsg, "opts{lr=num,betas=" .. betas .. ",eps=num,weight_decay=num,momentum_decay=num,decoupled_weight_decay=bool,maximize=bool}" }, post = step_post }
+H["optim.RAdam"] = { args = { paramsg, "opts{lr=num,betas=" .. betas .. ",eps=num,weight_decay=num,decoupled_weight_decay=bool,maximize=bool}" }, post = step_post }
+H["optim.Adadelta"] = { args = { paramsg, "opts{lr=num,rho=num,eps=num,weight_decay=num,maximize=bool}" }, post = step_post }
+H["optim.Adamax"] = { args = { paramsg, "opts{lr=num,betas=" .. betas .. ",eps=num,weight_decay=num,maximize=bool}" }, post = step_post }
+-- LBFGS steps with a closure that recomputes the loss of its own parameters
+local lbfgs_closure = "=function() local s = 0; for _, g in ipairs(o.param_groups or {}) do for _, p in ipairs(g.params) do "
+  .. "local l = (p * p):sum(); l:backward(); s = s + l:item() end end; return s end"
+H["optim.LBFGS"] = { args = { paramsg, "opts{lr=num,max_iter=int,max_eval=int,tolerance_grad=num,tolerance_change=num,history_size=int,line_search_fn=lit{nil|\"strong_wolfe\"|\"x\"},maximize=bool}" },
+  post = { "o:zero_grad()", "print(pcall(o.step, o, function() return 0 end))", "print(o:state_dict())" } }
+H["optim.LBFGS"].inst = "tide.optim.LBFGS({tide.randn(3, {requires_grad = true})}, {max_iter = 3})"
+H["optim.LBFGS.step"] = { args = { "one{=(function() return tide.zeros(1):sum() end)|nil|fn}" } }
 H["optim.Optimizer"] = { skip = "the optimizers' base class: made through optim.SGD, ... (fuzzed there)" }
 local O = "optim.Optimizer."
 H[O .. "add_param_group"] = { self = "optim", args = { "one{=({params = {tide.randn(2, {requires_grad = true})}})|=({params = {}})|any}" } }
@@ -265,11 +279,20 @@ H["optim.LambdaLR"] = { args = { sched, "opts{lr_lambda=one{fn|=function(e) retu
 H["optim.OneCycleLR"] = { args = { sched, "opts{max_lr=num,total_steps=int,epochs=int,steps_per_epoch=int,pct_start=prob," ..
   "anneal_strategy=lit{\"cos\"|\"linear\"|\"x\"},cycle_momentum=bool,base_momentum=num,max_momentum=num,div_factor=num,final_div_factor=num,three_phase=bool," .. last .. "}" },
   post = sched_post }
+H["optim.PolynomialLR"] = { args = { sched, "opts{total_iters=int,power=num," .. last .. "}" }, post = sched_post }
+H["optim.CyclicLR"] = { args = { sched, "opts{base_lr=num,max_lr=num,step_size_up=int,step_size_down=int,mode=lit{\"triangular\"|\"triangular2\"|\"exp_range\"|\"x\"},"
+  .. "gamma=num,scale_fn=one{fn|=function(x) return 0.5 end},scale_mode=lit{\"cycle\"|\"iterations\"|\"x\"},cycle_momentum=bool,base_momentum=num,max_momentum=num," .. last .. "}" },
+  post = sched_post }
+H["optim.ReduceLROnPlateau"] = { args = { sched, "opts{mode=lit{\"min\"|\"max\"|\"x\"},factor=num,patience=int,threshold=num,threshold_mode=lit{\"rel\"|\"abs\"|\"x\"},cooldown=int,min_lr=one{num|lit{{0.1}}},eps=num}" },
+  post = { "o:step(1)", "o:step(2)", "print(o:get_last_lr())", "print(o:state_dict())" } }
+H["optim.ReduceLROnPlateau.step"] = { args = { "one{num|=tide.tensor(1.5)|t|any}" } }
 -- valid instances of each scheduler (the receivers of their own methods)
 local sgd = "tide.optim.SGD(tide.nn.Linear(2, 2):parameters(), {lr = 0.1})"
 for cls, o in pairs { StepLR = "step_size = 2", MultiStepLR = "milestones = {1, 3}", ExponentialLR = "gamma = 0.9",
   CosineAnnealingLR = "T_max = 4", LinearLR = "total_iters = 3", ConstantLR = "factor = 0.5",
-  LambdaLR = "lr_lambda = function(e) return 0.9 ^ e end", OneCycleLR = "max_lr = 0.5, total_steps = 10" } do
+  LambdaLR = "lr_lambda = function(e) return 0.9 ^ e end", OneCycleLR = "max_lr = 0.5, total_steps = 10",
+  PolynomialLR = "total_iters = 4", CyclicLR = "base_lr = 0.01, max_lr = 0.1, cycle_momentum = false",
+  ReduceLROnPlateau = "patience = 1" } do
   H["optim." .. cls].inst = ("tide.optim.%s(%s, {%s})"):format(cls, sgd, o)
 end
 H["optim.SequentialLR"] = { pre = { "local opt = tide.optim.SGD(tide.nn.Linear(2, 2):parameters(), {lr = 0.1})" },
