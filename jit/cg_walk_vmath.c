@@ -1,8 +1,8 @@
 /*
-** cg_vmath.h -- inline vector math of the walker: expf and erff on float32 vectors as
-** polynomials in emitter primitives (no libmvec call). Part of cg_walk.c
-** (included once, uses its W and helpers), as cg_walk_col.h.
+** cg_walk_vmath.c -- inline vector math of the walker: expf and erff on
+** float32 vectors as polynomials in emitter primitives (no libmvec call).
 */
+#include "cg_walk.h"
 
 /*
 ** exp(x) = 2^n * exp(r), n = round(x / ln2), r = x - n*ln2 in [-ln2/2, ln2/2].
@@ -79,7 +79,7 @@ static int vx_expf_full(W *w, int x, int p, int nf)
 }
 
 /* expf of a float32 vector x */
-static int w_vexpf(W *w, int x)
+int w_vexpf(W *w, int x)
 {
   int T = w->ty[x], U = utype(T), t, nf, p = vx_exp_core(w, x, &t, &nf);
   if (w->mode == MODE_VTAIL) return vx_expf_full(w, x, p, nf);   /* once per row: no test */
@@ -110,7 +110,7 @@ static int w_vexpf(W *w, int x)
 ** Over every float32: at most 6 ulp from glibc's erff (94% within 1 ulp),
 ** relative error below 3.7e-7, |erf| <= 1 (checked exhaustively when written).
 */
-static int w_verff(W *w, int x)
+int w_verff(W *w, int x)
 {
   static const double P[7] = { -2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
     -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02 };

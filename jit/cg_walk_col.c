@@ -1,8 +1,9 @@
 /*
-** cg_walk_col.h -- the walker's pass of a column-mode kernel (cg.h): reductions
-** over an outer dim. Part of cg_walk.c (included once, uses its W and helpers),
-** kept apart as LuaJIT keeps lj_asm_<arch>.h apart from lj_asm.c.
+** cg_walk_col.c -- the walker's pass of a column-mode kernel (cg.h):
+** reductions over an outer dim, in two phases (partials per block of steps,
+** then the blocks in order).
 */
+#include "cg_walk.h"
 
 /*
 ** Loop order. For each reduction step t, one unit-stride vector loop over the
@@ -257,7 +258,7 @@ static void cp_finish(W *w, int s, int e, const char *fl, int n, int sb, int nb)
 }
 
 /* The body of a column-mode kernel (cg_walk's row loop): one pass, two phases. */
-static void w_ckernel(W *w)
+void w_ckernel(W *w)
 {
   const CgKernel *k = w->k;
   CgEmitter *E = w->e;
