@@ -59,6 +59,13 @@
 ** or disk cache) serves every batch size. Nothing printed may depend on them
 ** (no "vector loop only if the count >= L", no unroll or tile count from
 ** them); inner, ctile and the other osize[] stay constants, in the hash.
+**
+** Run-time geometry (rtgeo, row and flat modes): every size and stride is a
+** run-time value too (dims[CG_GEO_*]): osize[], inner, and each access's
+** offset, ostride[] and istride. The hash keeps only their structure (which
+** ostride[] are 0, whether istride is 0, 1 or other), so one compiled kernel
+** serves every shape of that structure: the OpenCL device's eager ops are
+** such one-op kernels (a program per op and dtypes, not per shape).
 */
 #ifndef CG_H
 #define CG_H
@@ -117,6 +124,7 @@ typedef struct CgKernel {
   int64_t cred, ctile, cblk;         /* column mode (cred > 0): reduction steps, columns per tile, steps per block */
   int32_t nscratch;                  /* column mode: the last nscratch buffers are scratch */
   int32_t nargs;                     /* run-time scalar args (double) */
+  int32_t rtgeo;                     /* 1: sizes and strides are run-time values (CG_GEO_*) */
   int64_t ntrow;                     /* bytes a row stores through non-temporal stores (derived, not hashed) */
   int32_t nacc, nins;
   CgAccess *acc;                     /* malloc'd, owned by the kernel */
@@ -133,6 +141,14 @@ enum {
   CG_NDIMS
 };
 void cg_kernel_dims(const CgKernel *k, int64_t dims[CG_NDIMS]);
+/* rtgeo kernels: dims[] also holds the geometry, from CG_NDIMS on */
+#define CG_GEO_OSIZE(d) (CG_NDIMS + (d))
+#define CG_GEO_INNER (CG_NDIMS + TD_MAX_DIMS)
+#define CG_GEO_ACC(a) (CG_NDIMS + TD_MAX_DIMS + 1 + (a) * (TD_MAX_DIMS + 2))   /* offset, istride, ostride[0..] */
+/* the length of a kernel's dims[] (CG_NDIMS, or with its geometry) */
+int cg_kernel_ndims(const CgKernel *k);
+/* the geometry part of dims[] (rtgeo kernels; cg_kernel_dims fills the rest) */
+void cg_kernel_geo(const CgKernel *k, int64_t *dims);
 
 /* Non-temporal stores. When every element store of a row kernel is a
 ** unit-stride float store whose rows start 64-byte aligned (offset and outer

@@ -299,7 +299,8 @@ char *cg_c_source_batch(CgKernel *const *ks, int n, int vlanes, int *rcp)
   CE c;
   c_init(&c);
   int rc = 0;
-  for (int i = 0; i < n && !rc; i++) rc = cg_walk(ks[i], &c.em, vlanes);
+  c.em.caps = cg_caps_host(vlanes);
+  for (int i = 0; i < n && !rc; i++) rc = cg_walk(ks[i], &c.em);
   CBuf out = { 0 };
   int vb = vlanes * 4;
   cb_printf(&out, "/* tide kernels: gcc -O3 -march=%s -fno-math-errno -fno-trapping-math -shared ... -lmvec -lm */\n"

@@ -61,6 +61,29 @@ typedef enum {
   CG_E__MAX
 } CgEop;
 
+/* -- Capabilities: what a printer's target has (data, not control flow) ----------- */
+
+/* The walker asks these instead of knowing the target: the CPU printers take
+** vector math from libmvec, stream with non-temporal stores and prefetches
+** and keep rows in local arrays; the OpenCL printer has none of that but
+** work groups: the rows (or the whole range) are shared by wg work items,
+** reductions end in a tree over local memory (cg_walk.c, "Work groups"). */
+typedef struct CgCaps {
+  int vlanes;             /* float32 lanes of a vector pass (float64: half) */
+  int libmvec;            /* vector math through libmvec entry points (else the scalar
+                          ** function's name takes vectors, as OpenCL's builtins) */
+  int inline_vmath;       /* float32 vector exp and erf as polynomials (cg_walk_vmath.c) */
+  int nt, prefetch, row_arrays, unroll;   /* non-temporal stores, prefetches, row arrays,
+                          ** reductions' loops unrolled by two vectors */
+  int fp64;               /* float64 exists (else the printer gives its values float32) */
+  int wg;                 /* work-group mode: items per group (a power of 2); 0: rows [r0, r1) per call */
+} CgCaps;
+
+/* What the work-group primitives return (emit_wgid). */
+enum { CG_WG_LID, CG_WG_GROUP, CG_WG_NGROUPS };
+/* Buffer slots of the local arrays of work-group reductions: one per CgTy. */
+#define CG_SLOT_LOCAL (2 * CG_MAX_BUFS)
+
 /* -- The emitter table ------------------------------------------------------------ */
 
 typedef struct CgEmitter CgEmitter;
@@ -107,7 +130,24 @@ struct CgEmitter {
   void (*begin_if)(CgEmitter *e, int cond);
   void (*end_if)(CgEmitter *e);
   void (*comment)(CgEmitter *e, const char *text);
+  /* work-group mode only (caps.wg > 0): */
+  /* for (iv = lo; iv < hi; iv += step) with step a handle */
+  void (*begin_loop_step)(CgEmitter *e, int iv, int lo, int hi, int step);
+  /* v (I64) = this work item's index in its group, the group's index, the number of groups */
+  void (*emit_wgid)(CgEmitter *e, int v, int what);
+  /* every item of the group waits here; memory written before is visible after */
+  void (*emit_barrier)(CgEmitter *e);
+  /* an array of n elements of scalar type ty shared by the group, usable as buffer `slot` */
+  void (*emit_local_array)(CgEmitter *e, int slot, int ty, int64_t n);
+  CgCaps caps;
 };
+
+/* The CPU printers' capabilities at vlanes float32 lanes. */
+static inline CgCaps cg_caps_host(int vlanes)
+{
+  return (CgCaps){ .vlanes = vlanes, .libmvec = 1, .inline_vmath = 1, .nt = 1, .prefetch = 1, .row_arrays = 1,
+                   .unroll = 1, .fp64 = 1, .wg = 0 };
+}
 
 /* The asm of emit_store_nt, the same in both printers: the vector operand 2
 ** at buffer pointer operand 0 + element index operand 1 (registers; libgccjit
@@ -115,8 +155,8 @@ struct CgEmitter {
 static inline const char *cg_nt_asm(int ty)
 { return ty == CT_VF64 ? "vmovntpd %2, (%0,%1,8)" : "vmovntps %2, (%0,%1,4)"; }
 
-/* Walk kernel k, driving emitter e. Returns 0 or a negative code with a message. */
-int cg_walk(const CgKernel *k, CgEmitter *e, int vlanes);
+/* Walk kernel k, driving emitter e (for its e->caps). Returns 0 or a negative code with a message. */
+int cg_walk(const CgKernel *k, CgEmitter *e);
 /* The float32 vector width of this host (8 for AVX2, 16 for AVX-512) and the
 ** matching -march level. */
 int cg_host_lanes(void);

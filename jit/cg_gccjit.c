@@ -393,7 +393,8 @@ int cg_jit_build(CgKernel *const *ks, int n, const char *path, CgKernelFn *fns)
   GE g;
   int vl = cg_host_lanes(), rc = 0;
   g_init(&g, vl);
-  for (int i = 0; i < n && !rc; i++) rc = cg_walk(ks[i], &g.em, vl);
+  g.em.caps = cg_caps_host(vl);
+  for (int i = 0; i < n && !rc; i++) rc = cg_walk(ks[i], &g.em);
   if (rc) { g_free(&g); return rc; }
   gcc_jit_result *res = NULL;
   if (path) gcc_jit_context_compile_to_file(g.ctx, GCC_JIT_OUTPUT_KIND_DYNAMIC_LIBRARY, path);

@@ -33,7 +33,7 @@ void cg_kernel_dims(const CgKernel *k, int64_t dims[CG_NDIMS])
 ** pass of those last stores, or -1. Rows up to 64 KiB (on the stack). */
 int cg_row_keep(const CgKernel *k, int b)
 {
-  if (k->cred > 0 || k->flat > 0 || b < 0 || b >= k->nbuf || k->inner < 2) return -1;
+  if (k->cred > 0 || k->flat > 0 || k->rtgeo || b < 0 || b >= k->nbuf || k->inner < 2) return -1;
   int dt = k->buf_dtype[b];
   if ((dt != TD_FLOAT32 && dt != TD_FLOAT64) || k->inner * rt_dtype_size(dt) > (1 << 16)) return -1;
   const CgAccess *a0 = NULL;
@@ -115,6 +115,21 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 }
 #define FNV_FIELD(h, x) ((h) = fnv((h), &(x), sizeof (x)))
 
+/* a kernel of run-time geometry (cg.h): its structure, not its sizes */
+static uint64_t kernel_hash_rtgeo(const CgKernel *k, uint64_t h)
+{
+  int8_t mode = k->flat > 0 ? 1 : 0;
+  FNV_FIELD(h, mode); FNV_FIELD(h, k->nargs); FNV_FIELD(h, k->nscratch);
+  FNV_FIELD(h, k->nacc);
+  for (int i = 0; i < k->nacc; i++) {
+    const CgAccess *a = &k->acc[i];
+    uint8_t ist = a->istride == 0 ? 0 : a->istride == 1 ? 1 : 2, ost = 0;
+    for (int d = 0; d < k->nouter; d++) ost |= (uint8_t)((a->ostride[d] != 0) << d);
+    FNV_FIELD(h, a->buf); FNV_FIELD(h, ist); FNV_FIELD(h, ost);
+  }
+  return h;
+}
+
 /* field by field: no padding bytes reach the hash */
 static uint64_t kernel_hash(const CgKernel *k)
 {
@@ -122,6 +137,8 @@ static uint64_t kernel_hash(const CgKernel *k)
   FNV_FIELD(h, k->nbuf);
   h = fnv(h, k->buf_dtype, k->nbuf > 0 ? (size_t)k->nbuf : 0);
   FNV_FIELD(h, k->nouter);
+  if (k->rtgeo) h = kernel_hash_rtgeo(k, h ^ 0x5bd1e995u);
+  else {
   /* not the run-time sizes (cg.h: osize[0], flat, cred, cblk), only the mode */
   for (int d = 1; d < k->nouter; d++) FNV_FIELD(h, k->osize[d]);
   int8_t mode = k->flat > 0 ? 1 : k->cred > 0 ? 2 : 0;
@@ -134,6 +151,7 @@ static uint64_t kernel_hash(const CgKernel *k)
     FNV_FIELD(h, a->buf); FNV_FIELD(h, a->offset); FNV_FIELD(h, a->istride);
     if (k->cred > 0) FNV_FIELD(h, a->rstride);
     for (int d = 0; d < k->nouter; d++) FNV_FIELD(h, a->ostride[d]);
+  }
   }
   FNV_FIELD(h, k->nins);
   for (int i = 0; i < k->nins; i++) {
@@ -148,13 +166,31 @@ static uint64_t kernel_hash(const CgKernel *k)
 void cg_kernel_finish(CgKernel *k, const char *hint)
 {
   k->hash = kernel_hash(k);
-  k->ntrow = nt_row_bytes(k);
+  k->ntrow = k->rtgeo ? 0 : nt_row_bytes(k);
   char h[24] = { 0 };
   int n = 0;
   for (const char *p = hint ? hint : ""; *p && n < 40; p++)
     h[n < 23 ? n : 22] = ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')) ? *p : '_', n++;
   h[n < 23 ? n : 23] = 0;
   snprintf(k->name, sizeof k->name, "k_%s_%016llx", n ? h : "anon", (unsigned long long)k->hash);
+}
+
+int cg_kernel_ndims(const CgKernel *k)
+{
+  return k->rtgeo ? CG_GEO_ACC(k->nacc) : CG_NDIMS;
+}
+
+void cg_kernel_geo(const CgKernel *k, int64_t *dims)
+{
+  if (!k->rtgeo) return;
+  for (int d = 0; d < TD_MAX_DIMS; d++) dims[CG_GEO_OSIZE(d)] = d < k->nouter ? k->osize[d] : 1;
+  dims[CG_GEO_INNER] = k->inner;
+  for (int a = 0; a < k->nacc; a++) {
+    const CgAccess *ac = &k->acc[a];
+    int64_t *g = dims + CG_GEO_ACC(a);
+    g[0] = ac->offset; g[1] = ac->istride;
+    for (int d = 0; d < TD_MAX_DIMS; d++) g[2 + d] = ac->ostride[d];
+  }
 }
 
 void cg_kernel_free(CgKernel *k)

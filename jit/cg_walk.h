@@ -62,6 +62,13 @@ typedef struct {
   int keep[CG_MAX_BUFS];  /* row_keep: the pass of a buffer's last store when its row lives in a local array, or -1 */
   CgAccess vacc[CG_MAX_BUFS];   /* accesses nacc + b: that array of buffer b */
   int nt;                 /* BOOL handle: dims[CG_DIM_NT] (stores cg_store_nt names bypass the cache), or -1 */
+  const CgCaps *caps;     /* what the printer's target has */
+  int wg;                 /* work-group mode: items per group (0: rows [r0, r1) per call) */
+  int lid, e0;            /* work groups: this item's index in its group; its first element index (in vectors) */
+  int64_t estep;          /*   the step between its elements (in vectors): a constant (rows), */
+  int estep_h;            /*   or a handle (flat mode: the whole grid) when estep is 0 */
+  int loc[CT__MAX];       /* the local array of work-group reductions of each type, declared (1) or not (-1) */
+  int *geo;               /* rtgeo: handles of dims[CG_NDIMS ..] (cg.h, run-time geometry) */
   int rc;
 } W;
 
@@ -111,6 +118,14 @@ int w_tobool(W *w, int a);
 int w_b2x(W *w, int m, int ty);
 int w_conv(W *w, int a, int ty);
 
+/* The kernel's geometry: constants, or handles of run-time values (rtgeo). */
+static inline int w_geo(W *w, int slot, int64_t v) { return w->k->rtgeo ? w->geo[slot - CG_NDIMS] : hci(w, CT_I64, v); }
+static inline int w_osize(W *w, int d) { return w_geo(w, CG_GEO_OSIZE(d), w->k->osize[d]); }
+static inline int w_inner(W *w) { return w_geo(w, CG_GEO_INNER, w->k->inner); }
+static inline int w_aoff(W *w, int a) { return w_geo(w, CG_GEO_ACC(a), w->k->acc[a].offset); }
+static inline int w_aist(W *w, int a) { return w_geo(w, CG_GEO_ACC(a) + 1, w->k->acc[a].istride); }
+static inline int w_aost(W *w, int a, int d) { return w_geo(w, CG_GEO_ACC(a) + 2 + d, w->k->acc[a].ostride[d]); }
+
 /* -- Ops (cg_walk_alu.c, cg_walk_vmath.c) ---------------------------------------------- */
 
 static inline int opnd(W *w, int o) { return w->mode == MODE_ROW ? w->val[o] : w->pv[o]; }
@@ -134,6 +149,10 @@ int red_comb(W *w, int op, int a, int b);
 void w_ins(W *w, int i, int *accv, int lmask);
 void emit_row_ins(W *w, int i);
 int w_tail_begin(W *w, int n, int nred);
+/* the loop over elements [., hi) in steps of L lanes: from lo (CPU) or this work item's share */
+void w_eloop(W *w, int lo, int hi, int L);
+/* work groups: a barrier when in work-group mode */
+void w_sync(W *w);
 int w_pass(W *w, int s, int n);
 
 /* -- Column mode (cg_walk_col.c) --------------------------------------------------------- */

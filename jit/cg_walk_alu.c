@@ -18,17 +18,18 @@ const char *cg_vec_fname(const char *f, int lanes, char *buf, size_t n)
 }
 
 /* fname(args...) on a scalar or a vector: libm for scalars, libmvec for vectors
-** (float32 exp and erf: inline, cg_vmath.h); lanewise: a function without a
-** vector form (correctly rounded ones: sqrt, floor, ...), called per lane on vectors */
+** (float32 exp and erf: inline, cg_walk_vmath.c); lanewise: a function without a
+** vector form (correctly rounded ones: sqrt, floor, ...), called per lane on
+** vectors. A target whose functions take vectors (OpenCL) gets the libm name. */
 static int w_math(W *w, const char *f, int n, const int *a, int lanewise)
 {
   int t = w->ty[a[0]];
   char name[32];
   snprintf(name, sizeof name, "%s%s", f, cg_ty_elem(t) == CT_F32 ? "f" : "");
-  if (!cg_ty_is_vec(t)) return call(w, t, name, n, a);
+  if (!cg_ty_is_vec(t) || !w->caps->libmvec) return call(w, t, name, n, a);
   if (!lanewise) {
-    if (cg_ty_elem(t) == CT_F32 && !strcmp(name, "expf")) return w_vexpf(w, a[0]);
-    if (cg_ty_elem(t) == CT_F32 && !strcmp(name, "erff")) return w_verff(w, a[0]);
+    if (cg_ty_elem(t) == CT_F32 && !strcmp(name, "expf") && w->caps->inline_vmath) return w_vexpf(w, a[0]);
+    if (cg_ty_elem(t) == CT_F32 && !strcmp(name, "erff") && w->caps->inline_vmath) return w_verff(w, a[0]);
     char vn[48];
     return call(w, t, cg_vec_fname(name, w->L, vn, sizeof vn), n, a);
   }

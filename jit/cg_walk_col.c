@@ -159,11 +159,12 @@ static void cp_fold(W *w, int s, int e, const char *fl, int *b0, int n, int t0, 
     const CgIns *in = &k->ins[i];
     if (in->kind != CG_RED) continue;
     int at = buf_ty(k, in->acc), j = var(w, CT_I64, zero);
-    E->begin_loop(E, j, zero, hci(w, CT_I64, k->ctile), 1);
+    E->begin_loop(E, j, w->wg ? w->lid : zero, hci(w, CT_I64, k->ctile), w->wg ? w->wg : 1);   /* work groups: shared */
     E->emit_store(E, at, in->acc, op2(w, CT_I64, CG_E_ADD, sb, j), red_neutral(w, in, at));
     E->end_loop(E);
     nred++;
   }
+  w_sync(w);                                /* a column's partial: another item writes it next */
   int vec = cp_vec_ok(w, s, e, fl);
   char cm[64];
   snprintf(cm, sizeof cm, "pass %d (column partials, %s)", k->ins[s].pass, vec ? "vector" : "scalar");
@@ -194,14 +195,14 @@ static void cp_fold(W *w, int s, int e, const char *fl, int *b0, int n, int t0, 
   }
   w->hi = var(w, CT_I64, zero);
   if (vec) {
-    E->begin_loop(E, w->hi, zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1)), w->L);
+    w_eloop(w, zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1)), w->L);
     cp_body(w, s, e, fl, -1, sb);
     E->end_loop(E);
     int lm = w_tail_begin(w, n, nred);
     cp_body(w, s, e, fl, lm, sb);
     E->end_if(E);
   } else {
-    E->begin_loop(E, w->hi, zero, n, 1);
+    w_eloop(w, zero, n, 1);
     cp_body(w, s, e, fl, -1, sb);
     E->end_loop(E);
   }
@@ -226,7 +227,7 @@ static void cp_finish(W *w, int s, int e, const char *fl, int n, int sb, int nb)
     E->begin_loop(E, b, b, nb, 1);
     int pb = op2(w, CT_I64, CG_E_ADD, sb, op2(w, CT_I64, CG_E_MUL, b, hci(w, CT_I64, k->ctile)));
     w->hi = var(w, CT_I64, zero);
-    E->begin_loop(E, w->hi, zero, n, 1);
+    w_eloop(w, zero, n, 1);
     int ia = op2(w, CT_I64, CG_E_ADD, sb, w->hi), ib = op2(w, CT_I64, CG_E_ADD, pb, w->hi);
     int x = w_new(w, at), y = w_new(w, at);
     E->emit_load(E, x, at, in->acc, ia);
@@ -237,7 +238,7 @@ static void cp_finish(W *w, int s, int e, const char *fl, int n, int sb, int nb)
   }
   E->comment(E, "column results");
   w->hi = var(w, CT_I64, zero);
-  E->begin_loop(E, w->hi, zero, n, 1);
+  w_eloop(w, zero, n, 1);
   for (int i = s + 1; i < e; i++) {
     const CgIns *in = &k->ins[i];
     if (!(fl[i] & CP_EPI)) continue;
@@ -284,24 +285,36 @@ void w_ckernel(W *w)
     }
   /* cred, cblk, the block count and the unit count rows * nblk are run-time sizes */
   int n1 = w->dim[CG_DIM_UNITS], nb = w->dim[CG_DIM_NBLK];
-  int r = var(w, CT_I64, 0), ct = hci(w, CT_I64, k->ctile);
+  int r = var(w, CT_I64, 0), ct = hci(w, CT_I64, k->ctile), r0 = 0, ng = -1;
+  if (w->wg) {                              /* work groups: units (rows) r0 + g, r0 + g + G, ... */
+    int gid = w_new(w, CT_I64);
+    ng = w_new(w, CT_I64);
+    E->emit_wgid(E, gid, CG_WG_GROUP);
+    E->emit_wgid(E, ng, CG_WG_NGROUPS);
+    r0 = op2(w, CT_I64, CG_E_ADD, 0, gid);
+    w->e0 = w->lid; w->estep = w->wg;
+  }
   E->begin_if(E, op2(w, CT_BOOL, CG_E_LT, 0, n1));
-  E->begin_loop(E, r, 0, 1, 1);             /* phase 1: unit r = (row r / nblk, block r % nblk) */
+  if (w->wg) E->begin_loop_step(E, r, r0, 1, ng);
+  else E->begin_loop(E, r, 0, 1, 1);        /* phase 1: unit r = (row r / nblk, block r % nblk) */
   {
     int n = cp_row(w, op2(w, CT_I64, CG_E_DIV, r, nb), 0);
     int t0 = op2(w, CT_I64, CG_E_MUL, op2(w, CT_I64, CG_E_MOD, r, nb), w->dim[CG_DIM_BLK]);
     int t1 = op2(w, CT_I64, CG_E_ADD, t0, w->dim[CG_DIM_BLK]), rc = w->dim[CG_DIM_N];
     t1 = w_sel(w, op2(w, CT_BOOL, CG_E_LT, t1, rc), t1, rc);
     cp_fold(w, s, e, fl, b0, n, t0, t1, op2(w, CT_I64, CG_E_MUL, r, ct));
+    w_sync(w);
   }
   E->end_loop(E);
   E->end_if(E);
   E->begin_if(E, op2(w, CT_BOOL, CG_E_GE, 0, n1));
-  E->begin_loop(E, r, 0, 1, 1);             /* phase 2: row r - n1 */
+  if (w->wg) E->begin_loop_step(E, r, r0, 1, ng);
+  else E->begin_loop(E, r, 0, 1, 1);        /* phase 2: row r - n1 */
   {
     int row = op2(w, CT_I64, CG_E_SUB, r, n1);
     int n = cp_row(w, row, 1);
     cp_finish(w, s, e, fl, n, op2(w, CT_I64, CG_E_MUL, op2(w, CT_I64, CG_E_MUL, row, nb), ct), nb);
+    w_sync(w);
   }
   E->end_loop(E);
   E->end_if(E);

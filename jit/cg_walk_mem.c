@@ -15,21 +15,25 @@ int w_redirect(const W *w, const CgIns *in)
 }
 static const CgAccess *w_acc(const W *w, int acc) { return acc < w->k->nacc ? &w->k->acc[acc] : &w->vacc[acc - w->k->nacc]; }
 
+/* element i's index of access acc (i: an I64 handle, or -1 for the row base) */
+static int w_index(W *w, const CgAccess *a, int acc, int i)
+{
+  int idx = w->base[acc];
+  if (i >= 0 && a->istride) idx = op2(w, CT_I64, CG_E_ADD, idx, a->istride == 1 ? i :
+                                      op2(w, CT_I64, CG_E_MUL, i, acc < w->k->nacc ? w_aist(w, acc) : hci(w, CT_I64, a->istride)));
+  return idx;
+}
 /* scalar load of access acc at element index i (I64 handle or -1 for the row base) */
 static int ld_scalar(W *w, const CgAccess *a, int acc, int i)
 {
-  int bt = buf_ty(w->k, a->buf), idx = w->base[acc];
-  if (i >= 0 && a->istride) idx = op2(w, CT_I64, CG_E_ADD, idx, a->istride == 1 ? i :
-                                      op2(w, CT_I64, CG_E_MUL, i, hci(w, CT_I64, a->istride)));
+  int bt = buf_ty(w->k, a->buf), idx = w_index(w, a, acc, i);
   int v = w_new(w, bt);
   w->e->emit_load(w->e, v, bt, a->buf, idx);
   return v;
 }
 static void st_scalar(W *w, const CgAccess *a, int acc, int i, int val)
 {
-  int idx = w->base[acc];
-  if (i >= 0 && a->istride) idx = op2(w, CT_I64, CG_E_ADD, idx, a->istride == 1 ? i :
-                                      op2(w, CT_I64, CG_E_MUL, i, hci(w, CT_I64, a->istride)));
+  int idx = w_index(w, a, acc, i);
   w->e->emit_store(w->e, buf_ty(w->k, a->buf), a->buf, idx, val);
 }
 /* a buffer value as a lane of a vector of type vt/mt (dtype dt) */
@@ -84,6 +88,13 @@ void w_store(W *w, const CgIns *in)
   int ac = w_redirect(w, in);
   const CgAccess *a = w_acc(w, ac);
   int v = opnd(w, in->a), bt = buf_ty(w->k, a->buf);
+  if (w->mode == MODE_ROW && w->wg) {      /* a row value: stored by the group's item 0 */
+    int x = w_conv(w, v, bt);
+    w->e->begin_if(w->e, op2(w, CT_BOOL, CG_E_EQ, w->lid, hci(w, CT_I64, 0)));
+    st_scalar(w, a, ac, -1, x);
+    w->e->end_if(w->e);
+    return;
+  }
   if (w->mode == MODE_ROW || w->mode == MODE_SCALAR) {
     st_scalar(w, a, ac, w->mode == MODE_ROW ? -1 : w->hi, w_conv(w, v, bt));
     return;

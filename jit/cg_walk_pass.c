@@ -202,6 +202,45 @@ int w_tail_begin(W *w, int n, int nred)
   return lm;
 }
 
+/* -- Work groups ------------------------------------------------------------------------ */
+
+void w_eloop(W *w, int lo, int hi, int L)
+{
+  CgEmitter *E = w->e;
+  if (!w->wg) { E->begin_loop(E, w->hi, lo, hi, L); return; }
+  int start = op2(w, CT_I64, CG_E_MUL, w->e0, hci(w, CT_I64, L));
+  if (w->estep > 0) E->begin_loop(E, w->hi, start, hi, w->estep * L);
+  else E->begin_loop_step(E, w->hi, start, hi, op2(w, CT_I64, CG_E_MUL, w->estep_h, hci(w, CT_I64, L)));
+}
+
+void w_sync(W *w) { if (w->wg) w->e->emit_barrier(w->e); }
+
+/* x, this work item's partial (a scalar), combined over the group in a fixed
+** tree through local memory (items l and l + h, h = wg/2, wg/4, ..., 1): the
+** result, the same for every item, from an order that only the group size
+** decides. red_comb as between lanes (a NaN sticks in max/min). */
+static int w_wg_reduce(W *w, int op, int x)
+{
+  CgEmitter *E = w->e;
+  int t = w->ty[x], slot = CG_SLOT_LOCAL + t;
+  if (w->loc[t] < 0) { E->emit_local_array(E, slot, t, w->wg); w->loc[t] = 1; }
+  E->emit_barrier(E);                       /* the last reduction's readers are done */
+  E->emit_store(E, t, slot, w->lid, x);
+  E->emit_barrier(E);
+  for (int h = w->wg / 2; h >= 1; h /= 2) {
+    E->begin_if(E, op2(w, CT_BOOL, CG_E_LT, w->lid, hci(w, CT_I64, h)));
+    int a = w_new(w, t), b = w_new(w, t);
+    E->emit_load(E, a, t, slot, w->lid);
+    E->emit_load(E, b, t, slot, op2(w, CT_I64, CG_E_ADD, w->lid, hci(w, CT_I64, h)));
+    E->emit_store(E, t, slot, w->lid, red_comb(w, op, a, b));
+    E->end_if(E);
+    E->emit_barrier(E);
+  }
+  int r = w_new(w, t);
+  E->emit_load(E, r, t, slot, hci(w, CT_I64, 0));
+  return r;
+}
+
 /* the accumulators of the reductions in ins [s, e), at their neutral values
 ** (accv: as w_ins takes them) */
 static void w_accs_new(W *w, int s, int e, int *accv)
@@ -315,7 +354,8 @@ int w_pass(W *w, int s, int n)
   int zero = hci(w, CT_I64, 0);
   w->hi = var(w, CT_I64, zero);
   if (vec) {
-    if (nred) {   /* two vectors a step, into two accumulator sets: two dependency chains */
+    bool unroll = nred && w->caps->unroll;
+    if (unroll) {   /* two vectors a step, into two accumulator sets: two dependency chains */
       int *acc2 = accv + 2 * k->nins;
       w_accs_new(w, s + 1, e, acc2);
       /* a float32 sum in double adds the step's two vectors in float32 first:
@@ -336,7 +376,7 @@ int w_pass(W *w, int s, int n)
     }
     bool split = pass_split(w, s, e);
     w->phase = split ? 1 : 0;
-    E->begin_loop(E, w->hi, nred ? w->hi : zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1)), w->L);
+    w_eloop(w, unroll ? w->hi : zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1)), w->L);
     w_vbody(w, s, e, accv);
     E->end_loop(E);
     int lm = w_tail_begin(w, n, nred);
@@ -346,7 +386,7 @@ int w_pass(W *w, int s, int n)
       w->phase = 2;
       w->mode = MODE_VMAIN;
       E->comment(E, "column sums");
-      E->begin_loop(E, w->hi, zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1)), w->L);
+      w_eloop(w, zero, op2(w, CT_I64, CG_E_SUB, n, hci(w, CT_I64, w->L - 1)), w->L);
       w_vbody(w, s, e, accv);
       E->end_loop(E);
       w_tail_begin(w, n, 0);
@@ -354,7 +394,7 @@ int w_pass(W *w, int s, int n)
       E->end_if(E);
       w->phase = 0;
     }
-    if (nred) w_accs_fold(w, s + 1, e, accv, accv + 2 * k->nins);
+    if (unroll) w_accs_fold(w, s + 1, e, accv, accv + 2 * k->nins);
     w->mode = MODE_ROW;
     for (int i = s + 1; i < e; i++) {   /* lanes combined in a fixed tree */
       if (!w->inpass[i] || k->ins[i].kind != CG_RED) continue;
@@ -367,17 +407,20 @@ int w_pass(W *w, int s, int n)
       }
       for (int h = w->L / 2; h >= 1; h /= 2)
         for (int q = 0; q < h; q++) l[q] = red_comb(w, k->ins[i].op, l[q], l[q + h]);
-      w->val[i] = wide ? w_conv(w, l[0], CT_F32) : l[0];
+      int v = w->wg ? w_wg_reduce(w, k->ins[i].op, l[0]) : l[0];
+      w->val[i] = wide ? w_conv(w, v, CT_F32) : v;
     }
   } else {
-    E->begin_loop(E, w->hi, zero, n, 1);
+    w_eloop(w, zero, n, 1);
     for (int i = s + 1; i < e; i++) if (w->inpass[i] == 1) w_ins(w, i, accv, -1);
     E->end_loop(E);
     w->mode = MODE_ROW;
     for (int i = s + 1; i < e; i++)
-      if (w->inpass[i] && k->ins[i].kind == CG_RED) w->val[i] = w_conv(w, accv[i], k->ins[i].dtype);
+      if (w->inpass[i] && k->ins[i].kind == CG_RED)
+        w->val[i] = w_conv(w, w->wg ? w_wg_reduce(w, k->ins[i].op, accv[i]) : accv[i], k->ins[i].dtype);
   }
   for (int i = s + 1; i < e; i++) if (post[i]) emit_row_ins(w, i);
+  w_sync(w);                                /* the next pass may read what other items stored */
   for (int i = s + 1; i < e; i++) w->inpass[i] = 0;
   free(post); free(accv);
   return e;

@@ -32,15 +32,15 @@ typedef struct ClLimits {
   int fp64;               /* cl_khr_fp64 (and not TIDE_OPENCL_NO_FP64) */
 } ClLimits;
 const ClLimits *cl_limits(void);
-/* Write a program's text (the concatenated parts) to the dump dir, if one is
-** set (TIDE_CL_DUMP, td_opencl_dump_dir): <fnv hash>.cl, once per text. */
-void cl_dump_source(int nparts, const char *const *parts);
+
 const char *cl_device_name(void);
 /* The device's context and in-order queue (for libraries such as CLBlast). */
 cl_context cl_ctx(void);      /* (not "cl_context": that is the OpenCL type) */
 cl_command_queue cl_queue(void);
+cl_device_id cl_dev(void);
 /* Turn an OpenCL status into a Lua-facing error: "op: OpenCL <call> failed: CL_... (code)". */
 int cl_check(cl_int st, const char *op, const char *call);
+const char *cl_status_name(cl_int st);
 
 /* -- Buffers and transfers ---------------------------------------------------------- */
 
@@ -58,13 +58,34 @@ td_tensor *cl_to_cpu(const td_tensor *t);
 
 /* -- Programs and launches ------------------------------------------------------------ */
 
-/* The OpenCL C every program starts with: fp64 where the device has it, and
-** ClGeo with geo_off() (the strided index of linear element i). */
+/* The OpenCL C every hand-written program starts with: fp64 where the device
+** has it, and ClGeo with geo_off() (the strided index of linear element i). */
 extern const char cl_prelude[];
-/* Kernel `name` of the program whose source is `src` (built on first use,
-** cached by the text). A failed build is an error carrying the build log and
-** the source; `op` names the op in messages. */
+/* Kernel `name` of the program whose source is cl_prelude + `src` (cl_prog.c:
+** built on first use, cached by the text in memory and on disk). A failed
+** build is an error carrying the build log and the source; `op` names the op
+** in messages. */
 cl_kernel cl_kernel_get(const char *src, const char *name, const char *op);
+/* Kernels names[0..n) of the program whose whole text is src, into out. */
+int ocl_program_kernels(const char *src, int n, const char *const *names, cl_kernel *out, const char *what);
+typedef struct ClProgStats { int64_t builds, disk_loads; } ClProgStats;
+void ocl_prog_stats(ClProgStats *s);
+
+/* -- Kernels of the kernel IR (cl_gen.c: the OpenCL C printer; cl_exec.c) ----------------- */
+
+struct CgKernel;
+struct CgCaps;
+/* A kernel buffer: a device buffer and the element offset where it starts. */
+typedef struct OclBuf { cl_mem m; int64_t off; } OclBuf;
+/* The printer's capabilities on this device (work-group size, fp64, lanes). */
+const struct CgCaps *ocl_caps(void);
+/* The OpenCL C of kernels ks[0..n) as one program (malloc'd); *rc the walker's result. */
+char *ocl_source_batch(struct CgKernel *const *ks, int n, const struct CgCaps *caps, int *rc);
+/* Compile ks[0..n) as one program (kernels found by hash first): out[i]. */
+int ocl_compile(struct CgKernel *const *ks, int n, cl_kernel *out);
+/* Launch kernel k (compiled ck) on buffers bufs[0 .. nbuf - nscratch) with args;
+** the scratch buffers are the runtime's. Asynchronous (the queue orders it). */
+int ocl_kernel_run(const struct CgKernel *k, cl_kernel ck, const OclBuf *bufs, const double *args);
 /* Set argument i (size bytes at p); errors name the op. */
 int cl_arg(cl_kernel k, int i, size_t size, const void *p, const char *op);
 #define CL_ARGV(k, i, v, op) cl_arg((k), (i), sizeof(v), &(v), (op))

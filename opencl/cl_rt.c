@@ -14,7 +14,7 @@
 
 /* -- Status names ------------------------------------------------------------------------ */
 
-static const char *status_name(cl_int st)
+const char *cl_status_name(cl_int st)
 {
   switch (st) {
 #define S(x) case x: return #x;
@@ -34,7 +34,7 @@ static const char *status_name(cl_int st)
 int cl_check(cl_int st, const char *op, const char *call)
 {
   if (st == CL_SUCCESS) return 0;
-  return rt_err(TD_ERR_DEVICE, "%s: OpenCL %s failed: %s (%d)", op, call, status_name(st), (int)st);
+  return rt_err(TD_ERR_DEVICE, "%s: OpenCL %s failed: %s (%d)", op, call, cl_status_name(st), (int)st);
 }
 
 /* -- The device ---------------------------------------------------------------------------- */
@@ -84,7 +84,7 @@ static int list_devices(cl_device_id *out, cl_platform_id *plat, int max, char *
   cl_int st = clGetPlatformIDs(16, ps, &np);
   if (st != CL_SUCCESS || np == 0) {
     snprintf(why, whyn, "no OpenCL platform found (%s); install an OpenCL driver, e.g. the Debian "
-             "package pocl-opencl-icd, or check OCL_ICD_VENDORS", st == CL_SUCCESS ? "0 platforms" : status_name(st));
+             "package pocl-opencl-icd, or check OCL_ICD_VENDORS", st == CL_SUCCESS ? "0 platforms" : cl_status_name(st));
     return 0;
   }
   int n = 0;
@@ -145,6 +145,7 @@ int cl_has_fp64(void) { return dev.fp64; }
 const ClLimits *cl_limits(void) { return &dev.lim; }
 const char *cl_device_name(void) { return dev.ready ? dev.name : ""; }
 cl_context cl_ctx(void) { return dev.ctx; }
+cl_device_id cl_dev(void) { return dev.device; }
 cl_command_queue cl_queue(void) { return dev.q; }
 
 TD_API int td_opencl_init(int index) { return cl_init(index); }
@@ -169,7 +170,7 @@ RtStorage *cl_storage_new(size_t nbytes)
   cl_mem m = clCreateBuffer(dev.ctx, CL_MEM_READ_WRITE, nbytes ? nbytes : 64, NULL, &st);
   if (st != CL_SUCCESS) {
     free(s);
-    return rt_errp(TD_ERR_NOMEM, "opencl: allocating %zu bytes on %s failed: %s", nbytes, dev.name, status_name(st));
+    return rt_errp(TD_ERR_NOMEM, "opencl: allocating %zu bytes on %s failed: %s", nbytes, dev.name, cl_status_name(st));
   }
   s->refcount = 1; s->device_type = TD_OPENCL; s->nbytes = nbytes; s->dev = m;
   rt_mem_add(TD_OPENCL, (int64_t)nbytes);
@@ -234,114 +235,6 @@ const char cl_prelude[] =
   "  long o = g->off[k];\n"
   "  for (int d = (int)g->nd - 1; d >= 0; d--) { long s = g->size[d]; o += (i % s) * g->st[k][d]; i /= s; }\n"
   "  return o;\n}\n";
-
-typedef struct Prog { struct Prog *next; uint64_t hash; size_t len; char *src; cl_program p;
-                      struct Kern { struct Kern *next; char name[64]; cl_kernel k; } *kernels; } Prog;
-static Prog *progs;
-
-static uint64_t fnv(const char *s, size_t n)
-{
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ull; }
-  return h;
-}
-
-/* -- Source dumps: every program's full text, for the strict OpenCL C check ---------------- */
-
-static char dump_dir[1024];
-static pthread_once_t dump_once = PTHREAD_ONCE_INIT;
-static void dump_env(void)
-{
-  const char *e = getenv("TIDE_CL_DUMP");
-  if (e && *e && !dump_dir[0]) snprintf(dump_dir, sizeof dump_dir, "%s", e);
-}
-
-TD_API void td_opencl_dump_dir(const char *dir)
-{
-  pthread_once(&dump_once, dump_env);
-  pthread_mutex_lock(&dev_mu);
-  snprintf(dump_dir, sizeof dump_dir, "%s", dir ? dir : "");
-  pthread_mutex_unlock(&dev_mu);
-}
-
-/* dir/<fnv of the text>.cl, written once (temp file, rename): the text exactly
-** as the driver gets it. Failures are ignored: a dump is a diagnostic. */
-void cl_dump_source(int nparts, const char *const *parts)
-{
-  pthread_once(&dump_once, dump_env);
-  char dir[1024];
-  pthread_mutex_lock(&dev_mu);
-  snprintf(dir, sizeof dir, "%s", dump_dir);
-  pthread_mutex_unlock(&dev_mu);
-  if (!dir[0]) return;
-  uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < nparts; i++)
-    for (const char *c = parts[i]; *c; c++) { h ^= (unsigned char)*c; h *= 1099511628211ull; }
-  char path[1200], tmp[1300];
-  snprintf(path, sizeof path, "%s/%016llx.cl", dir, (unsigned long long)h);
-  if (access(path, F_OK) == 0) return;
-  mkdir(dir, 0755);
-  snprintf(tmp, sizeof tmp, "%s/.tmp-%016llx-XXXXXX", dir, (unsigned long long)h);
-  int fd = mkstemp(tmp);
-  if (fd < 0) return;
-  FILE *f = fdopen(fd, "w");
-  if (!f) { close(fd); unlink(tmp); return; }
-  for (int i = 0; i < nparts; i++) fputs(parts[i], f);
-  if (fclose(f) || rename(tmp, path)) unlink(tmp);
-}
-
-static Prog *program(const char *src, const char *op)
-{
-  size_t len = strlen(src);
-  uint64_t h = fnv(src, len);
-  for (Prog *p = progs; p; p = p->next)
-    if (p->hash == h && p->len == len && !memcmp(p->src, src, len)) {
-      /* a dump asked for after the build still gets the program (dump_dir is
-      ** set by then: the first build ran dump_env) */
-      if (dump_dir[0]) cl_dump_source(2, (const char *const[]){ cl_prelude, src });
-      return p;
-    }
-  if (cl_init(-1)) return NULL;
-  cl_dump_source(2, (const char *const[]){ cl_prelude, src });
-  cl_int st;
-  const char *parts[2] = { cl_prelude, src };
-  cl_program pr = clCreateProgramWithSource(dev.ctx, 2, parts, NULL, &st);
-  if (st != CL_SUCCESS) return cl_check(st, op, "clCreateProgramWithSource"), NULL;
-  st = clBuildProgram(pr, 1, &dev.device, "-cl-std=CL1.2", NULL, NULL);
-  if (st != CL_SUCCESS) {
-    size_t n = 0;
-    clGetProgramBuildInfo(pr, dev.device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
-    char *log = calloc(1, n + 1);
-    if (log) clGetProgramBuildInfo(pr, dev.device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
-    rt_err(TD_ERR_DEVICE, "%s: OpenCL kernel build failed on %s: %s\n--- build log ---\n%s\n--- kernel source ---\n%s",
-           op, dev.name, status_name(st), log ? log : "", src);
-    free(log);
-    clReleaseProgram(pr);
-    return NULL;
-  }
-  Prog *p = calloc(1, sizeof *p);
-  char *copy = malloc(len + 1);
-  if (!p || !copy) { free(p); free(copy); clReleaseProgram(pr); return rt_errp(TD_ERR_NOMEM, "%s: out of memory", op); }
-  memcpy(copy, src, len + 1);
-  p->hash = h; p->len = len; p->src = copy; p->p = pr; p->next = progs; progs = p;
-  return p;
-}
-
-cl_kernel cl_kernel_get(const char *src, const char *name, const char *op)
-{
-  Prog *p = program(src, op);
-  if (!p) return NULL;
-  for (struct Kern *k = p->kernels; k; k = k->next)
-    if (!strcmp(k->name, name)) return k->k;
-  cl_int st;
-  cl_kernel kk = clCreateKernel(p->p, name, &st);
-  if (st != CL_SUCCESS) return cl_check(st, op, "clCreateKernel"), NULL;
-  struct Kern *k = calloc(1, sizeof *k);
-  if (!k) { clReleaseKernel(kk); return rt_errp(TD_ERR_NOMEM, "%s: out of memory", op); }
-  snprintf(k->name, sizeof k->name, "%s", name);
-  k->k = kk; k->next = p->kernels; p->kernels = k;
-  return kk;
-}
 
 int cl_arg(cl_kernel k, int i, size_t size, const void *p, const char *op)
 {

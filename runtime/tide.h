@@ -194,6 +194,8 @@ TD_API const char *td_opencl_device_name(void);
 ** dir as <hash>.cl, once per text (NULL or "": stop). TIDE_CL_DUMP=dir sets
 ** it at start. The specs run each through clang's strict OpenCL C 1.2 check. */
 TD_API void td_opencl_dump_dir(const char *dir);
+/* OpenCL programs built from source (out[0]) and loaded from the disk cache (out[1]). */
+TD_API void td_opencl_stats(int64_t *out);
 /* Wait for the device's queue. A host calls it before exit() when it used the
 ** device (the Lua module does it when its state closes): some drivers crash
 ** when the process exits under a running kernel. */
