@@ -18,8 +18,8 @@ checkpoint's steps count toward it (a checkpoint already there trains nothing).
 step time instead of training (bench/RESULTS.md, workload W3). --compile 1
 runs each training step (forward, backward, clipping, AdamW update) as one
 tide.compile'd function. --device opencl trains and samples on the OpenCL
-device: the model and each batch are moved there (compiled steps run eagerly
-there).
+device: the model and each batch are moved there (compiled steps run there
+as OpenCL kernels printed from the kernel IR).
 
 Run it from the checkout (or with LUA_PATH set as in the README); `make gpt`
 installs the packages and runs a short configuration.

@@ -13,7 +13,8 @@ installs the dataset package when missing). --limit trains on the first N
 images only, for a quick run. --compile 1 runs each training step (forward,
 backward and the optimizer update) as one tide.compile'd function.
 --device opencl trains on the OpenCL device: the model and each batch are
-moved there (the data stays on the CPU); compiled steps run eagerly there.
+moved there (the data stays on the CPU); compiled steps run there as
+OpenCL kernels printed from the kernel IR (matmuls through CLBlast).
 --]]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 local tide = require "tide"

@@ -65,11 +65,11 @@ static int ps_add(PtrSet *s, void *p)
 }
 
 /* A header that stands for node p's output (autograd.grad captures by grad_fn). */
-static td_tensor *boundary_header(JitNode *p)
+static td_tensor *boundary_header(JitNode *p, int device)
 {
   td_tensor *h = rt_tensor_alloc();
   if (!h) return NULL;
-  h->ndim = p->out_ndim; h->scalar_type = p->out_dtype; h->device_type = TD_CPU;
+  h->ndim = p->out_ndim; h->scalar_type = p->out_dtype; h->device_type = device;
   memcpy(h->sizes, p->out_size, sizeof h->sizes);
   rt_tensor_contig_strides(h->ndim, h->sizes, h->strides);
   h->nelem = rt_numel(h->ndim, h->sizes);
@@ -98,7 +98,7 @@ static int aot_boundary(const JitTrace *t, td_tensor *y, JitAot *a)
                     "parameters and arguments", JIT_MAX_EDGES);
         break;
       }
-      td_tensor *h = e->leaf ? (td_retain(e->leaf), e->leaf) : boundary_header(e->node);
+      td_tensor *h = e->leaf ? (td_retain(e->leaf), e->leaf) : boundary_header(e->node, y->device_type);
       if (!h) { rc = TD_ERR_NOMEM; break; }
       if ((rc = pv_push(&tg, h))) td_release(h);
     }
@@ -117,10 +117,12 @@ int jit_aot_record(JitRec *r, td_tensor *y, JitAot *a)
   if (rc) return rc;
   if (!a->ntargets) return rt_err(TD_ERR_GRAD, "tide.compile: the returned value requires grad but reaches no leaf");
   a->F = t->nins;
-  td_tensor *g0 = rt_tensor_new(y->ndim, y->sizes, y->scalar_type), **res = NULL;
+  /* the placeholder gradient: a real tensor on y's device */
+  td_tensor *g0 = y->device_type == TD_CPU ? rt_tensor_new(y->ndim, y->sizes, y->scalar_type)
+                                           : rt_full_on(y->device_type, y->ndim, y->sizes, 0, y->scalar_type), **res = NULL;
   if (!g0 || !(a->tout = malloc(sizeof(int) * (size_t)a->ntargets)) ||
       !(res = calloc((size_t)a->ntargets, sizeof *res))) { td_release(g0); free(res); return TD_ERR_NOMEM; }
-  memset(rt_ptr(g0), 0, (size_t)g0->nelem * rt_dtype_size(g0->scalar_type));
+  if (g0->device_type == TD_CPU) memset(rt_ptr(g0), 0, (size_t)g0->nelem * rt_dtype_size(g0->scalar_type));
   a->gslot = jit_rec_input(r, g0);
   int ran = r->backward_ran;
   td_tensor *yy = y;
@@ -268,6 +270,7 @@ int jit_aot_split(const JitTrace *j, const JitAot *a, JitTrace *f, JitTrace *b)
     y->op = JIT_OP_INPUT; y->dtype = y->cdtype = x->dtype; y->ndim = 1; y->dst = -1;
     y->sizes[0] = rt_numel(x->ndim, x->sizes); y->arg0 = b->nviews;
     y->attrs.ndims = -1; y->attrs.dtype = -1;
+    y->attrs.i[0] = jit_trace_device(j);    /* saved on the forward's device */
     y->slot = j->ninputs + k++;
     map[r] = b->nins++;
   }

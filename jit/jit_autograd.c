@@ -629,7 +629,7 @@ static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, 
     } else {
       if (o->nelem != 1)
         { rc = rt_err(TD_ERR_GRAD, "backward: grad can be implicitly created only for scalar outputs (got shape %s)", RT_SHAPE(o)); break; }
-      if (!(g = rt_full_on(rt_has_data(o) ? o->device_type : TD_CPU, o->ndim, o->sizes, 1.0, o->scalar_type)))
+      if (!(g = rt_full_on(o->device_type, o->ndim, o->sizes, 1.0, o->scalar_type)))   /* traced values too carry their device */
         { rc = TD_ERR_NOMEM; break; }
     }
     seeds[i] = g;

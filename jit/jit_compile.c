@@ -314,15 +314,16 @@ static Variant *variant_build(td_compiled *cf, const JitTrace *t, const JitTrace
     if (lf & LOG_SCHEDULE) fprintf(stderr, "-- %s schedule\n%s", cf->name, v->plan->schedule_text);
   }
   v->text = cat_text(v->text, "-- code\n");
+  int dev = jit_trace_device(&v->t);
   for (int k = 0; k < v->plan->nkernels; k++) {
-    char *c = cg_kernel_c_source(v->plan->kernels[k]);
+    char *c = jit_kernel_source(v->plan->kernels[k], dev);
     if (!c) continue;
     v->text = cat_text(v->text, c);
     if (lf & LOG_CODE) fprintf(stderr, "%s", c);
     free(c);
   }
   if (!(v->fns = calloc((size_t)v->plan->nkernels + 1, sizeof *v->fns))) goto fail;
-  if (v->plan->nkernels && cg_compile(v->plan->kernels, v->plan->nkernels, v->fns)) goto fail;
+  if (jit_plan_compile(v->plan, dev, v->fns)) goto fail;
   if (!(v->exec = jit_exec_new(&v->t, v->plan, v->fns))) goto fail;
   return v;
 fail:

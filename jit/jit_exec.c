@@ -4,33 +4,12 @@
 ** liveness), runs the plan's steps (compiled kernels on the thread pool, or
 ** one record through the runtime's eager kernel), applies in-place effects
 ** to the caller's tensors and hands out the outputs as new real tensors.
+** A trace on OpenCL runs the same plan on the device (jit_exec_dev.c).
 */
-#include "jit_rec.h"
+#include "jit_exec.h"
 #include <stdlib.h>
 #include <string.h>
 
-/* Where a root's buffer lives during a call. */
-enum { BUF_NONE, BUF_INPUT, BUF_ARENA, BUF_OUTPUT, BUF_ALIAS };
-
-typedef struct ExecBuf {
-  int32_t kind;
-  int32_t alias;          /* BUF_ALIAS: the root whose buffer this one reuses */
-  int64_t off, nbytes;    /* BUF_ARENA */
-  int32_t def, last;      /* first and last step touching it */
-} ExecBuf;
-
-struct JitExec {
-  const JitTrace *t;
-  const JitPlan *p;
-  const CgKernelFn *fns;
-  ExecBuf *b;             /* per record */
-  char **ptr;             /* per record, during a call */
-  RtStorage *wrap;        /* per record: non-owning storages for eager steps */
-  RtStorage **ost;        /* per record, during a call: the storage of an output root */
-  char *arena; int64_t arena_bytes;
-};
-
-static int64_t rec_bytes(const JitIns *ins) { return rt_numel(ins->ndim, ins->sizes) * rt_dtype_size(ins->dtype); }
 
 /* -- Buffer planning ---------------------------------------------------------------------- */
 
@@ -41,7 +20,8 @@ static void touch(JitExec *x, JitRef r, int step)
   if (step > b->last) b->last = step;
 }
 
-static JitRef resolve(const JitExec *x, JitRef r) { while (x->b[r].kind == BUF_ALIAS) r = x->b[r].alias; return r; }
+JitRef jit_exec_resolve(const JitExec *x, JitRef r) { while (x->b[r].kind == BUF_ALIAS) r = x->b[r].alias; return r; }
+#define resolve jit_exec_resolve
 
 static int exec_plan_buffers(JitExec *x)
 {
@@ -119,6 +99,7 @@ static int exec_plan_buffers(JitExec *x)
   }
   free(live); free(fo); free(order); free(is_out);
   x->arena_bytes = end;
+  if (end && x->dev == TD_OPENCL) return (x->darena = cl_storage_new((size_t)end)) ? 0 : TD_ERR_NOMEM;
   if (end && !(x->arena = rt_alloc((size_t)end)))
     return rt_err(TD_ERR_NOMEM, "tide.compile: out of memory allocating %lld bytes of intermediate buffers", (long long)end);
   return 0;
@@ -128,12 +109,13 @@ JitExec *jit_exec_new(const JitTrace *t, const JitPlan *p, const CgKernelFn *fns
 {
   JitExec *x = calloc(1, sizeof *x);
   if (!x) return rt_errp(TD_ERR_NOMEM, "tide.compile: out of memory");
-  x->t = t; x->p = p; x->fns = fns;
+  x->t = t; x->p = p; x->fns = fns; x->dev = jit_trace_device(t);
+  x->db = calloc((size_t)t->nins + 1, sizeof *x->db);
   x->b = calloc((size_t)t->nins + 1, sizeof *x->b);
   x->ptr = calloc((size_t)t->nins + 1, sizeof *x->ptr);
   x->wrap = calloc((size_t)t->nins + 1, sizeof *x->wrap);
   x->ost = calloc((size_t)t->nins + 1, sizeof *x->ost);
-  if (!x->b || !x->ptr || !x->wrap || !x->ost || exec_plan_buffers(x)) { jit_exec_free(x); return NULL; }
+  if (!x->b || !x->ptr || !x->wrap || !x->ost || !x->db || exec_plan_buffers(x)) { jit_exec_free(x); return NULL; }
   return x;
 }
 
@@ -141,7 +123,8 @@ void jit_exec_free(JitExec *x)
 {
   if (!x) return;
   if (x->arena) rt_free(x->arena, (size_t)x->arena_bytes);
-  free(x->b); free(x->ptr); free(x->wrap); free(x->ost); free(x);
+  rt_storage_release(x->darena);
+  free(x->b); free(x->ptr); free(x->wrap); free(x->ost); free(x->db); free(x);
 }
 
 /* -- Eager steps ------------------------------------------------------------------------------ */
@@ -207,6 +190,7 @@ static int exec_eager(JitExec *x, const JitTrace *cur, JitRef r)
 
 int jit_exec_run(JitExec *x, const JitTrace *cur, td_tensor **outs)
 {
+  if (x->dev == TD_OPENCL) return jit_exec_run_dev(x, cur, outs);
   const JitTrace *t = x->t; const JitPlan *p = x->p;
   RtStorage **ost = x->ost;
   int rc = 0;

@@ -53,7 +53,7 @@ static int set(JitCtx *k, int i, td_tensor *g)
 static td_tensor *zeros(JitCtx *k, const td_tensor *g, int ndim, const int64_t *sizes, int dtype, bool base)
 {
   if (base && jit_tracing) return jit_tmp(k, jit_record_zeros(ndim, sizes, dtype));
-  return jit_tmp(k, rt_full_on(g && rt_has_data(g) ? g->device_type : TD_CPU, ndim, sizes, 0, dtype));
+  return jit_tmp(k, rt_full_on(g ? g->device_type : TD_CPU, ndim, sizes, 0, dtype));
 }
 #define ZEROS(i, base) zeros(k, k->g, k->n->edge[i].ndim, k->n->edge[i].sizes, k->n->edge[i].scalar_type, base)
 static td_tensor *zeros_of(JitCtx *k, int i) { return ZEROS(i, true); }

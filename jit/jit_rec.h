@@ -17,6 +17,7 @@ typedef struct JitRec {
   /* leaves whose .grad was set, with the .grad they had before the trace (both retained) */
   struct JitGradNote { td_tensor *leaf, *prev; } *grads; int32_t ngrads, gcap;
   int32_t backward_ran;
+  int32_t device;                 /* the trace's device: TD_OPENCL once a tensor there entered it */
 } JitRec;
 
 JitRec *jit_rec_begin(JitRec *reuse);          /* starts tracing on this thread (in reuse's arrays) */
@@ -72,5 +73,13 @@ void jit_exec_free(JitExec *x);
 int jit_exec_run(JitExec *x, const JitTrace *cur, td_tensor **outs);
 /* An all-eager plan of a trace (the interpreter: fallbacks and reference runs). */
 JitPlan *jit_plan_eager(JitTrace *t);
+/* The device a trace runs on: TD_OPENCL when an input is there (its INPUT
+** record's attrs.i[0], part of the variant key), else TD_CPU. */
+int jit_trace_device(const JitTrace *t);
+/* Compile a plan's kernels for the trace's device: fns for the CPU (libgccjit),
+** the plan's OpenCL kernels otherwise. */
+int jit_plan_compile(JitPlan *p, int device, CgKernelFn *fns);
+/* A kernel's text for explain and TIDE_LOG=code: C, or OpenCL C on that device (malloc'd). */
+char *jit_kernel_source(const CgKernel *k, int device);
 
 #endif

@@ -103,7 +103,7 @@ void jit_rec_reset(JitRec *r)
   for (int i = 0; i < t->ninputs; i++) td_release(t->inputs[i]);
   t->nins = t->nviews = t->ninputs = t->nouts = t->neffects = t->nscalars = 0;
   for (int i = 0; i < r->ngrads; i++) { td_release(r->grads[i].leaf); td_release(r->grads[i].prev); }
-  r->ngrads = 0; r->backward_ran = 0;
+  r->ngrads = 0; r->backward_ran = 0; r->device = TD_CPU;
   if (r->mn) memset(r->map, 0, (size_t)r->mcap * sizeof *r->map);
   r->mn = 0;
 }
@@ -171,19 +171,28 @@ static JitStorageRef *rec_input(JitRec *r, td_tensor *x)
 {
   JitTrace *t = &r->t;
   RtStorage *s = x->rt_storage;
-  if (s && s->dev)
-    return rt_errp(TD_ERR_DEVICE, "tide.compile: a tensor on opencl (shape %s) reached the compiled function; "
-                   "code generation for OpenCL is not built yet (compiled functions take CPU tensors)", RT_SHAPE(x));
-  if (!s || !s->ptr)
+  if (!s || (!s->ptr && !s->dev))
     return rt_errp(TD_ERR_STATE, "tide.compile: a tensor without data (shape %s) reached the compiled "
                    "function", RT_SHAPE(x));
   JitStorageRef *e = map_find(r, s, false);
   if (e) return e;
+  /* one device per trace; CPU 0-dim tensors (numbers) join an OpenCL one, as in eager calls */
+  int dev = x->device_type;
+  if (dev != r->device && (dev != TD_CPU || x->ndim > 0)) {
+    bool cpu_seen = false;
+    for (int i = 0; i < t->ninputs && !cpu_seen; i++) cpu_seen = t->inputs[i]->device_type == TD_CPU && t->inputs[i]->ndim > 0;
+    if (dev == TD_CPU || cpu_seen)
+      return rt_errp(TD_ERR_DEVICE, "tide.compile: a tensor on %s (shape %s) met tensors on %s in one compiled "
+                     "function; move them to one device", dev == TD_CPU ? "cpu" : "opencl", RT_SHAPE(x),
+                     dev == TD_CPU ? "opencl" : "cpu");
+    r->device = dev;
+  }
   if (GROW(t->inputs, t->icap, t->ninputs + 1)) return NULL;
   int64_t n = (int64_t)(s->nbytes / (size_t)rt_dtype_size(x->scalar_type));
   JitRef ref = rec_emit(t, JIT_OP_INPUT, x->scalar_type, x->scalar_type, 1, &n, NULL, 0, NULL);
   if (ref < 0 || !(e = map_find(r, s, true))) return NULL;
   t->ins[ref].slot = t->ninputs;
+  t->ins[ref].attrs.i[0] = x->device_type;   /* keyed: a variant runs on one device */
   td_retain(x);
   t->inputs[t->ninputs] = x;
   e->slot = t->ninputs++; e->input = ref; e->ref = ref;
@@ -227,14 +236,14 @@ static int rec_operand(JitRec *r, td_tensor *x, JitView *v)
 }
 
 /* A traced tensor: a contiguous header over a new traced storage for root ref. */
-static td_tensor *traced_tensor(JitTrace *t, JitRef ref)
+static td_tensor *traced_tensor(JitTrace *t, JitRef ref, int device)
 {
   const JitIns *ins = &t->ins[ref];
   RtStorage *s = rt_storage_new(0);
   td_tensor *x = s ? rt_tensor_alloc() : NULL;
   if (!x) { rt_storage_release(s); return NULL; }
   s->ptr = NULL; s->jit_ref = ref; s->jit_trace = t->id;
-  x->ndim = ins->ndim; x->scalar_type = ins->dtype; x->device_type = TD_CPU;
+  x->ndim = ins->ndim; x->scalar_type = ins->dtype; x->device_type = device;
   memcpy(x->sizes, ins->sizes, sizeof x->sizes);
   rt_tensor_contig_strides(ins->ndim, ins->sizes, x->strides);
   x->nelem = rt_numel(ins->ndim, ins->sizes);
@@ -254,7 +263,7 @@ td_tensor *jit_record_zeros(int ndim, const int64_t *sizes, int dtype)
   JitRef ref = rec_emit(t, JIT_OP_SCALAR, dtype, dtype, 0, NULL, NULL, 0, NULL);
   if (ref < 0) return NULL;
   t->ins[ref].value = 0; t->ins[ref].slot = -1;      /* a constant, not a Lua number's slot */
-  td_tensor *x = traced_tensor(t, ref);
+  td_tensor *x = traced_tensor(t, ref, r->device);
   if (!x) return NULL;
   x->ndim = ndim;
   memcpy(x->sizes, sizes, (size_t)ndim * sizeof *sizes);
@@ -279,9 +288,9 @@ td_tensor *jit_record_call(RtCall *c)
   if ((c->op == RT_OP_MAX || c->op == RT_OP_MIN) && c->attrs.ndims == 1 && !(c->attrs.flags & 1)) {
     JitRef ar = rec_emit(t, c->op == RT_OP_MAX ? RT_OP_ARGMAX : RT_OP_ARGMIN, TD_INT64, c->cdtype,
                          c->ndim, c->sizes, &c->attrs, 1, args);
-    if (ar < 0 || !(c->aux = traced_tensor(t, ar))) return NULL;
+    if (ar < 0 || !(c->aux = traced_tensor(t, ar, c->device))) return NULL;
   }
-  return traced_tensor(t, ref);
+  return traced_tensor(t, ref, c->device);
 }
 
 int jit_record_write(RtCall *c, td_tensor *out, td_tensor *value)

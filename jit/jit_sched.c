@@ -580,6 +580,6 @@ void jit_plan_free(JitPlan *p)
   if (!p) return;
   for (int i = 0; i < p->nsteps; i++) { free(p->steps[i].bufs); free(p->steps[i].args); }
   for (int i = 0; i < p->nkernels; i++) { cg_kernel_free(p->kernels[i]); free(p->kernels[i]); }
-  free(p->steps); free(p->kernels); free(p->schedule_text);
+  free(p->steps); free(p->kernels); free(p->schedule_text); free(p->ocl);
   free(p);
 }

@@ -38,6 +38,7 @@ typedef struct JitPlan {
   JitStep *steps; int32_t nsteps;
   CgKernel **kernels; int32_t nkernels;
   char *schedule_text;   /* human-readable groups (TIDE_LOG=schedule), malloc'd */
+  void **ocl;            /* on OpenCL: the compiled kernels (cl_kernel, owned by their program) */
 } JitPlan;
 
 /* Schedule and lower an optimized trace (sets JIT_IF_MAT on records that get a

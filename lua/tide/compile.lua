@@ -6,10 +6,8 @@ its fused kernels. The trace is the guard: shapes, dtypes, the ops Lua chose,
 the Lua numbers used (a number that changes becomes a kernel argument; so do
 sizes: a new batch size reuses the compiled kernels). The
 C side is jit/jit_compile.c; this file handles arguments and returns.
-OpenCL: code generation targets the CPU for now, so a call whose tensors are
-on OpenCL (arguments, or parameters the function reads) runs eagerly, with
-one note per compiled function; once a traced call met one, the function
-runs eagerly from then on (tracing it again would repeat its Lua side effects).
+A call whose tensors are on OpenCL compiles the same way, its kernels printed
+as OpenCL C (opencl/cl_gen.c) and run on the device.
 --]]
 local bit = require "bit"
 local core = require "tide.core"
@@ -39,29 +37,6 @@ end
 
 local function data_dependent(msg)
   return type(msg) == "string" and msg:find("tide.compile traces the function", 1, true) ~= nil
-end
-
--- the recorder's TD_ERR_DEVICE error: a tensor on OpenCL reached the trace
-local function device_tensor(msg)
-  return type(msg) == "string" and msg:find("code generation for OpenCL is not built yet", 1, true) ~= nil
-end
-
-local function on_device(...)
-  for i = 1, select("#", ...) do
-    local a = select(i, ...)
-    if is_tensor(a) and a.p ~= nil and a.device_type ~= 0 then return true end
-  end
-  return false
-end
-
--- run fn eagerly because OpenCL tensors are in the call, saying so once
-local function device_eager(self, ...)
-  if not self.device_noted then
-    self.device_noted = true
-    io.stderr:write(("tide.compile: %s: OpenCL tensors are not compiled yet (code generation targets the CPU); "
-      .. "running eagerly\n"):format(self.name))
-  end
-  return self.fn(...)
 end
 
 -- Returned tensors, at the top level or inside returned plain tables (nested).
@@ -118,7 +93,6 @@ local function call_traced(self, ...)
 end
 
 local function run(self, mode, ...)
-  if mode == 0 and on_device(...) then return device_eager(self, ...) end
   local args, nargs = arg_tensors(...)
   if self.suspended then self.suspended = nil end     -- begin drops that call's trace
   core.check(C.td_compile_begin(self.cf, nargs, args))
@@ -126,10 +100,6 @@ local function run(self, mode, ...)
   if not res[1] then
     C.td_compile_abort(self.cf)
     local msg = res[2]
-    if mode == 0 and device_tensor(msg) then
-      self.device_only = true
-      return device_eager(self, ...)
-    end
     if self.fallback and data_dependent(msg) and mode == 0 then
       io.stderr:write(("tide.compile: %s reads tensor values while traced (%s); running it eagerly from now on\n")
         :format(self.name, tostring(msg):match("^[^\n]*")))
@@ -163,7 +133,6 @@ function Compiled:__call(...)
   -- a compiled function called while another one traces is simply inlined
   -- (anomaly mode checks each op's gradient: compiled code has no per-op nodes)
   if C.td_is_tracing() ~= 0 or self.eager or C.td_anomaly_enabled() ~= 0 then return self.fn(...) end
-  if self.device_only then return device_eager(self, ...) end
   if C.td_compile_eager_grad(self.cf) ~= 0 and C.td_grad_enabled() ~= 0 then return self.fn(...) end
   return run(self, 0, ...)
 end
