@@ -74,7 +74,7 @@ $(B)/libtide.so: $(OBJ)
 	$(CC) -shared -Wl,-z,nodelete -o $@ $(OBJ) $(LIBS)
 
 $(B)/libtide.a: $(OBJ)
-	ar rcs $@ $(OBJ)
+	rm -f $@ && ar rcs $@ $(OBJ)   # afresh: objects of deleted sources must not linger
 
 # the FFI declarations are the public header, preprocessed (never retyped)
 $(B)/tide_cdef.lua: runtime/tide.h

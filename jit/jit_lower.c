@@ -1086,6 +1086,11 @@ int jit_lower_group(const JitSchedCtx *c, const JitRef *roots, int n, JitLowered
   return rc;
 }
 
+int jit_lower_group_rows(const JitSchedCtx *c, const JitRef *roots, int n, JitLowered *out)
+{
+  return lower_group(c, roots, n, out, true);
+}
+
 void jit_lowered_clear(JitLowered *l)
 {
   free(l->inl);

@@ -48,6 +48,8 @@ typedef struct JitLowered {
 ** kernel. Returns 0, or -1 with fail_ref/fail_action set (or TD_ERR_NOMEM). */
 int jit_lower_group(const JitSchedCtx *c, const JitRef *roots, int n, JitLowered *out);
 void jit_lowered_clear(JitLowered *l);   /* frees inl and the kernel (if still owned) */
+/* The same in row mode only (no column-mode kernel): the OpenCL device's eager ops. */
+int jit_lower_group_rows(const JitSchedCtx *c, const JitRef *roots, int n, JitLowered *out);
 
 /* Operand views of a reduction / row op: the reduced dims of its input space. */
 uint32_t jit_red_mask(const JitIns *ins, int nd);

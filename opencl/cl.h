@@ -110,12 +110,11 @@ void cl_geo(ClGeo *g, const td_tensor *out, int nin, td_tensor *const *in);
 /* -- Kernels per op kind (the op table's kernel hook for device tensors) ------------- */
 
 int cl_kern(RtCall *c, td_tensor *out);        /* dispatch on the op's kind */
-int cl_kern_ew(RtCall *c, td_tensor *out);     /* cl_ew.c */
-int cl_kern_red(RtCall *c, td_tensor *out);    /* cl_red.c */
-int cl_kern_row(RtCall *c, td_tensor *out);    /* cl_red.c */
+int cl_kern_ir(RtCall *c, td_tensor *out);     /* cl_eager.c: elementwise, copy, reductions, softmax */
+int cl_kern_argred(RtCall *c, td_tensor *out); /* cl_index.c: argmax, argmin, max/min with indices */
 int cl_kern_matmul(RtCall *c, td_tensor *out); /* cl_blas.c */
 int cl_kern_index(RtCall *c, td_tensor *out);  /* cl_index.c: index ops, cat, unfold/fold */
 /* Fill a contiguous device tensor with v. */
-int cl_fill(td_tensor *t, double v);
+int cl_fill(td_tensor *t, double v);          /* cl_eager.c: a copy of a number */
 
 #endif

@@ -174,6 +174,14 @@ static int g_op(CgEmitter *e, int v, int ty, int op, int a, int b, int d)
   case CG_E_SPLAT: line(g, "%s %s = (%s)(%s);", t, x, t, an); break;
   case CG_E_COPY: line(g, "%s %s = %s;", t, x, an); break;
   case CG_E_SELECT: line(g, "%s %s = %s ? %s : %s;", t, x, an, bn, dn); break;
+  case CG_E_EQ: case CG_E_NE: case CG_E_LT: case CG_E_LE: case CG_E_GT: case CG_E_GE:
+    /* x != x is the walker's NaN test; on integers it is a constant (clang warns on it) */
+    if (a == b && a >= 0 && a < g->cap && !cg_ty_is_float(g->ty[a])) {
+      line(g, "%s %s = %d;", t, x, op == CG_E_EQ || op == CG_E_LE || op == CG_E_GE);
+      break;
+    }
+    line(g, "%s %s = %s %s %s;", t, x, an, g_opstr[op], bn);
+    break;
   default:
     if (op < 0 || op >= CG_E__MAX)
       return rt_err(TD_ERR_ARG, "cg: NYI primitive %s in the OpenCL printer (kernel %s)", cg_eop_name(op), g->k->name);

@@ -2,7 +2,10 @@
 ** cl_index.c -- indexing, concatenation and sliding windows on the OpenCL
 ** device: index_select, index_add, gather, scatter_add, slice_scatter and cat
 ** (rt_index.c's semantics) and unfold/fold (rt_conv.c's), same attrs, same
-** results, same error messages.
+** results, same error messages; and the reductions that give indices
+** (argmax, argmin, max/min along a dim). Hand-written because the kernel IR
+** has no indexed loads or stores and no (value, index) reductions; the strict
+** OpenCL C check covers them like the printed kernels.
 */
 #include "cl.h"
 #include <limits.h>
@@ -309,6 +312,99 @@ static int ix_window(RtCall *c, td_tensor *out, int fold)
   cl_mem ob = cl_buf(out), xb = cl_buf(x);
   IxArg av[] = { IX_ARG(ob), IX_ARG(xb), IX_ARG(w), IX_ARG(n) };
   return ix_run(k, op, IX_NARGS(av), av, n, NULL, 0, 0);
+}
+
+/* -- Arg reductions: argmax, argmin, max and min with indices ------------------------------------ */
+
+/* The kernel IR's reductions fold values, not (value, index) pairs: the
+** indices of argmax/argmin and of max/min along a dim come from these hand
+** kernels, one work-item per output walking its reduced elements in
+** row-major order (the position j of an element in that walk is its index
+** along the dim, or its flat index when every dim is reduced, so strided
+** inputs need no copy). Ties keep the first; the first NaN wins; as rt_red.c.
+** Geometry (ArgGeo): kept dims (x and out strides) locate an output's first
+** element; the reduced dims (size-1 dims dropped, neighbours merged) are walked
+** as rows of K elements (the innermost one, stride ks). */
+
+typedef struct ArgGeo {
+  cl_long nk, nr, nout, nrow, K, ks, xoff, ooff;
+  cl_long ksz[TD_MAX_DIMS], kxs[TD_MAX_DIMS], kos[TD_MAX_DIMS];
+  cl_long rsz[TD_MAX_DIMS], rxs[TD_MAX_DIMS];
+} ArgGeo;
+
+static const char arg_src[] =
+  "typedef struct { long nk, nr, nout, nrow, K, ks, xoff, ooff;\n"
+  "  long ksz[8], kxs[8], kos[8], rsz[8], rxs[8]; } ArgGeo;\n"
+  "/* v replaces the best a so far: v > a (v < a for min), or v is the first NaN */\n"
+  "#define BETTER(a, v, ia) ((ia) < 0 || ((!((v) <= (a)) & ((a) == (a))) & (MX)) || ((!((v) >= (a)) & ((a) == (a))) & !(MX)))\n"
+  "kernel void k(global T *o, global long *ox, global const T *x, ArgGeo g, int want_values) {\n"
+  "  long i = get_global_id(0); if (i >= g.nout) return;\n"
+  "  long xb = g.xoff, ob = g.ooff, q = i;\n"
+  "  for (int d = (int)g.nk - 1; d >= 0; d--) { long s = g.ksz[d], c = q % s; q /= s; xb += c * g.kxs[d]; ob += c * g.kos[d]; }\n"
+  "  T a = 0; long ia = -1;\n"
+  "  for (long r = 0; r < g.nrow; r++) {\n"
+  "    long xo = xb, t = r;\n"
+  "    for (int d = (int)g.nr - 1; d >= 0; d--) { xo += (t % g.rsz[d]) * g.rxs[d]; t /= g.rsz[d]; }\n"
+  "    for (long kk = 0; kk < g.K; kk++) {\n"
+  "      T v = x[xo + kk * g.ks];\n"
+  "      if (BETTER(a, v, ia)) { a = v; ia = r * g.K + kk; }\n"
+  "    }\n"
+  "  }\n"
+  "  if (want_values) o[ob] = a;\n"
+  "  ox[ob] = ia;\n}\n";
+
+/* Append dim (size, x stride, out stride) to a list, merged into the previous
+** entry when the list stays row-major over x and out (os NULL: no out strides). */
+static void arg_push(cl_long *n, cl_long *sz, cl_long *xs, cl_long *os, int64_t s, int64_t x, int64_t o)
+{
+  int i = (int)*n - 1;
+  if (i >= 0 && xs[i] == x * s && (!os || os[i] == o * s)) {
+    sz[i] *= s; xs[i] = x; if (os) os[i] = o;
+    return;
+  }
+  sz[++i] = s; xs[i] = x; if (os) os[i] = o;
+  *n = i + 1;
+}
+
+int cl_kern_argred(RtCall *c, td_tensor *out)
+{
+  const char *op = rt_op_lname(c->op);
+  const td_attrs *at = &c->attrs;
+  td_tensor *x = c->in[0];
+  int mx = c->op == RT_OP_MAX || c->op == RT_OP_ARGMAX;
+  bool values = c->op == RT_OP_MAX || c->op == RT_OP_MIN;   /* also the indices, in c->aux */
+  td_tensor *idx = values ? (c->aux = cl_tensor_new(out->ndim, out->sizes, TD_INT64)) : out;
+  if (!idx) return TD_ERR_NOMEM;
+  if (out->nelem == 0) return 0;
+  uint32_t mask = 0;
+  if (at->ndims < 0) mask = x->ndim > 0 ? (1u << x->ndim) - 1 : 0;
+  else for (int i = 0; i < at->ndims; i++) if (at->dims[i] < x->ndim) mask |= 1u << at->dims[i];
+  ArgGeo g;
+  memset(&g, 0, sizeof g);
+  cl_long rn = 0, rsz[TD_MAX_DIMS], rxs[TD_MAX_DIMS];
+  int od = 0;
+  for (int d = 0; d < x->ndim; d++) {
+    bool red = mask >> d & 1;
+    int64_t os = 0;
+    if (!red || at->keepdim) os = out->strides[od++];
+    if (x->sizes[d] == 1) continue;
+    if (red) arg_push(&rn, rsz, rxs, NULL, x->sizes[d], x->strides[d], 0);
+    else arg_push(&g.nk, g.ksz, g.kxs, g.kos, x->sizes[d], x->strides[d], os);
+  }
+  g.K = 1; g.nrow = 1;
+  if (rn > 0) { g.K = rsz[rn - 1]; g.ks = rxs[rn - 1]; rn--; }
+  g.nr = rn;
+  for (int i = 0; i < rn; i++) { g.rsz[i] = rsz[i]; g.rxs[i] = rxs[i]; g.nrow *= rsz[i]; }
+  g.nout = out->nelem; g.xoff = x->offset; g.ooff = out->offset;
+  if (idx != out && idx->offset != out->offset) return rt_err(TD_ERR_STATE, "%s: index tensor offset", op);
+  char src[2048];
+  snprintf(src, sizeof src, "#define MX %d\n%s", mx, arg_src);
+  cl_kernel k = ix_kernel(op, src, x->scalar_type, x->scalar_type, TD_INT64);
+  if (!k) return TD_ERR_DEVICE;
+  cl_mem ob = cl_buf(values ? out : x), ib = cl_buf(idx), xb = cl_buf(x);
+  cl_int wv = values;
+  IxArg av[] = { IX_ARG(ob), IX_ARG(ib), IX_ARG(xb), IX_ARG(g), IX_ARG(wv) };
+  return ix_run(k, op, IX_NARGS(av), av, g.nout, NULL, 0, 0);
 }
 
 /* -- Dispatch ------------------------------------------------------------------------------------ */

@@ -269,10 +269,16 @@ void cl_geo(ClGeo *g, const td_tensor *out, int nin, td_tensor *const *in)
 
 /* -- Dispatch --------------------------------------------------------------------------------- */
 
-/* A call on the device: CPU 0-dim inputs (Lua numbers, scalars) are uploaded
-** first, so the kernels of each kind see device tensors only. */
+/* A call on the device. Elementwise ops, copies, reductions and row
+** normalizers are one-op kernels of the kernel IR (cl_eager.c; numbers are
+** kernel arguments); the rest are library calls or hand kernels, which see
+** device tensors only: CPU 0-dim inputs are uploaded first. */
 int cl_kern(RtCall *c, td_tensor *out)
 {
+  int kind = rt_ops[c->op].kind;
+  bool arg = c->op == RT_OP_ARGMAX || c->op == RT_OP_ARGMIN ||
+             ((c->op == RT_OP_MAX || c->op == RT_OP_MIN) && c->attrs.ndims == 1 && !(c->attrs.flags & 1));
+  if (kind == RT_K_EW || kind == RT_K_ROW || c->op == RT_OP_COPY || (kind == RT_K_RED && !arg)) return cl_kern_ir(c, out);
   td_tensor *up[RT_MAX_IN];
   td_tensor *const *orig = c->in;
   int n = 0, rc = 0;
@@ -284,12 +290,10 @@ int cl_kern(RtCall *c, td_tensor *out)
   if (!rc) {
     c->in = up;
     switch (rt_ops[c->op].kind) {
-    case RT_K_EW: rc = cl_kern_ew(c, out); break;
-    case RT_K_RED: rc = cl_kern_red(c, out); break;
-    case RT_K_ROW: rc = cl_kern_row(c, out); break;
     case RT_K_CONTR: rc = cl_kern_matmul(c, out); break;
     case RT_K_INDEX: rc = cl_kern_index(c, out); break;
-    case RT_K_MOVE: rc = c->op == RT_OP_COPY ? cl_kern_ew(c, out) : rt_ops[c->op].kern(c, out); break;
+    case RT_K_RED: rc = cl_kern_argred(c, out); break;     /* only those that give indices come here */
+    case RT_K_MOVE: rc = rt_ops[c->op].kern(c, out); break;
     default: rc = rt_err(TD_ERR_DEVICE, "%s: not available on opencl", rt_op_lname(c->op));
     }
     c->in = orig;

@@ -132,7 +132,7 @@ describe_cl("opencl reductions #opencl", function()
       agree(y:sum(), x:sum(), 0, name .. " sum all")
       agree(y:norm(1, 2), x:norm(1, 2), 1e-6, name .. " norm1")
     end
-    local big = tide.tensor { 2 ^ 62, 3, -2 ^ 62 - 3, 4 }
+    local big = tide.long { 2 ^ 62, 3, -2 ^ 62 - 3, 4 }
     local gb = big:to("opencl")
     agree(gb:max(), big:max(), 0, "int64 max exact"); agree(gb:min(), big:min(), 0, "int64 min exact")
     agree(gb:prod(), big:prod(), 0, "int64 prod wraps")
