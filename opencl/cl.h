@@ -30,6 +30,7 @@ typedef struct ClLimits {
   int units;              /* CL_DEVICE_MAX_COMPUTE_UNITS */
   int base_align;         /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, bytes */
   int fp64;               /* cl_khr_fp64 (and not TIDE_OPENCL_NO_FP64) */
+  int cpu;                /* CL_DEVICE_TYPE_CPU (PoCL): small work groups run faster there */
 } ClLimits;
 const ClLimits *cl_limits(void);
 

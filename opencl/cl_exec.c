@@ -36,8 +36,11 @@ const CgCaps *ocl_caps(void)
   static CgCaps c;
   if (!c.wg) {
     const ClLimits *l = cl_limits();
-    int wg = 1;
-    while (wg * 2 <= 256 && wg * 2 <= l->max_wg && wg * 2 * 8 * 4 <= l->local_mem) wg *= 2;
+    const char *e = getenv("TIDE_OPENCL_WG");
+    /* a GPU: 256 items (8 warps); a CPU device runs a group's items in loops
+    ** split at every barrier: 16 (PoCL: row sums 256x256 in 44 us, 383 at 256) */
+    int want = e && atoi(e) > 0 ? atoi(e) : l->cpu ? 16 : 256, wg = 1;
+    while (wg * 2 <= want && wg * 2 <= l->max_wg && wg * 2 * 8 * 4 <= l->local_mem) wg *= 2;
     c = (CgCaps){ .vlanes = 4, .libmvec = 0, .inline_vmath = 0, .nt = 0, .prefetch = 0, .row_arrays = 0, .unroll = 0,
                   .fp64 = l->fp64, .wg = wg };
   }

@@ -73,6 +73,9 @@ static void dev_limits(ClLimits *l, cl_device_id d, int fp64)
   l->global_mem = (int64_t)gm;
   l->units = cu ? (int)cu : 1;
   l->base_align = al ? (int)(al / 8) : 128;   /* bits -> bytes */
+  cl_device_type ty = 0;
+  clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
+  l->cpu = (ty & CL_DEVICE_TYPE_CPU) != 0;
   const char *e = getenv("TIDE_OPENCL_NO_FP64");
   l->fp64 = fp64 && !(e && *e && strcmp(e, "0") != 0);
 }
