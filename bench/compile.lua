@@ -24,6 +24,8 @@ per process, chosen with --only:
             scripts, $PEERS_JSONL) in --file into records.
   report    print the tables of the records in --file (round-prefixed, as
             bench/run.sh writes them) with the ratios taken within a round.
+--device opencl runs w1 and w8 on the OpenCL device (compiled: kernels printed
+as OpenCL C; every timed call waits for the device's queue).
 Every call is timed alone (--reps timed calls after --warmup untimed ones).
 Records go to $BENCH_OUT (appended; TSV: case peer threads median min max reps
 bytes, times in seconds); a human line per case goes to stdout. Correctness is
@@ -35,7 +37,7 @@ package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.pa
 
 -- -- Options -----------------------------------------------------------------------------
 
-local opt = { only = "w1", reps = 20, warmup = 3, n = 2 ^ 24, phase = "cold", file = "" }
+local opt = { only = "w1", reps = 20, warmup = 3, n = 2 ^ 24, phase = "cold", file = "", device = "cpu" }
 do
   local i = 1
   while arg and arg[i] do
@@ -44,7 +46,7 @@ do
       opt[k] = tonumber(arg[i + 1]) or arg[i + 1]; i = i + 2
     else
       io.stderr:write("usage: luajit bench/compile.lua --only w1|w8|mlp|mlp-cold|jsonl|report ",
-        "[--reps N] [--warmup N] [--n N] [--phase cold|disk] [--file path]\n")
+        "[--reps N] [--warmup N] [--n N] [--phase cold|disk] [--file path] [--device cpu|opencl]\n")
       os.exit(2)
     end
   end
@@ -190,7 +192,9 @@ local F = tide.nn.functional
 local clock = tide.progress.clock
 local threads = tide.get_num_threads()
 
+local DEV = opt.device ~= "cpu"
 local function time_calls(fn, reps, warmup)
+  if DEV then local f = fn; fn = function() local r = f(); tide.C.td_opencl_finish(); return r end end
   for _ = 1, warmup or opt.warmup do fn() end
   collectgarbage("collect")
   local t = {}
@@ -217,11 +221,14 @@ local function check(what, d, tol)
 end
 
 local COMPILED, EAGER = "tide.compile", "tide eager"
+if DEV then COMPILED, EAGER = "tide.compile (" .. opt.device .. ")", "tide eager (" .. opt.device .. ")" end
+-- a tensor on the benchmark's device
+local function on(t) return DEV and t:to(opt.device) or t end
 
 if opt.only == "w1" then
   local N = opt.n
   tide.manual_seed(0)
-  local x = tide.randn(N)
+  local x = on(tide.randn(N))
   local function fwd(v) return v:sin() ^ 2 + v:cos() ^ 2 end
   local function fwdbwd(v)
     local y = v:sin() ^ 2 + v:cos() ^ 2
@@ -246,8 +253,8 @@ if opt.only == "w1" then
 elseif opt.only == "w8" then
   tide.manual_seed(0)
   local R, C, LR, LC = 4096, 4096, 8192, 1024
-  local x, g = tide.randn(R, C), tide.randn(R, C)
-  local xl, gl, w, b = tide.randn(LR, LC), tide.randn(LR, LC), tide.randn(LC), tide.randn(LC)
+  local x, g = on(tide.randn(R, C)), on(tide.randn(R, C))
+  local xl, gl, w, b = on(tide.randn(LR, LC)), on(tide.randn(LR, LC)), on(tide.randn(LC)), on(tide.randn(LC))
 
   local function sm(v) return v:softmax(-1) end
   local function sm_fb(v, gg)

@@ -305,18 +305,8 @@ static int red_tree(RtCall *c, td_tensor *out, int64_t K, int64_t N)
         d.attrs.ndims = -1; d.attrs.dtype = op == RT_OP_MEAN ? -1 : c->scalar_type;
         d.sizes[0] = K;
         if (op == RT_OP_MEAN && !nn) rc = TD_ERR_NOMEM;
-        /* mean: a float64 quotient, then the result's type */
-        if (!rc && op == RT_OP_MEAN) {
-          td_tensor *q = rt_tensor_new_on(TD_OPENCL, 1, ks, pdt);
-          rc = q ? cl_kern_ir(&d, q) : TD_ERR_NOMEM;
-          if (!rc) {
-            RtCall cc = { .op = RT_OP_CAST, .nin = 1, .in = &q, .cdtype = pdt, .scalar_type = c->scalar_type, .ndim = 1,
-                          .device = TD_OPENCL };
-            cc.attrs.ndims = -1; cc.attrs.dtype = c->scalar_type; cc.sizes[0] = K;
-            rc = cl_kern_ir(&cc, &o);
-          }
-          td_release(q);
-        } else if (!rc) rc = cl_kern_ir(&d, &o);
+        /* mean: the quotient in the partials' type, cast to the result's in the same kernel */
+        if (!rc) rc = cl_kern_ir(&d, &o);
         td_release(nn);
       }
       td_release(s);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 static pthread_mutex_t exec_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t n_launches, n_groups;      /* td_opencl_stats */
 
 /* -- Capabilities ---------------------------------------------------------------------------- */
 
@@ -199,6 +200,7 @@ static int launch(const CgKernel *k, cl_kernel ck, int64_t r0, int64_t r1, int64
   if (!rc) rc = cl_arg(ck, i, npar, par, k->name);
   if (rc) return rc;
   size_t lw = (size_t)c->wg, gw = (size_t)groups * lw;
+  n_launches++; n_groups += groups;
   return cl_check(clEnqueueNDRangeKernel(cl_queue(), ck, 1, NULL, &gw, &lw, 0, NULL, NULL), k->name, "clEnqueueNDRangeKernel");
 }
 
@@ -256,4 +258,14 @@ TD_API void td_opencl_stats(int64_t *out)
   ClProgStats s;
   ocl_prog_stats(&s);
   out[0] = s.builds; out[1] = s.disk_loads;
+  pthread_mutex_lock(&exec_mu);
+  out[2] = n_launches; out[3] = n_groups;
+  pthread_mutex_unlock(&exec_mu);
+}
+
+TD_API int td_opencl_build(const char *src)
+{
+  if (!src) return rt_err(TD_ERR_ARG, "opencl_build: source expected");
+  if (cl_init(-1)) return TD_ERR_DEVICE;
+  return ocl_program_kernels(src, 0, NULL, NULL, "opencl_build");
 }

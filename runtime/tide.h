@@ -194,8 +194,12 @@ TD_API const char *td_opencl_device_name(void);
 ** dir as <hash>.cl, once per text (NULL or "": stop). TIDE_CL_DUMP=dir sets
 ** it at start. The specs run each through clang's strict OpenCL C 1.2 check. */
 TD_API void td_opencl_dump_dir(const char *dir);
-/* OpenCL programs built from source (out[0]) and loaded from the disk cache (out[1]). */
+/* OpenCL counters: programs built from source, programs loaded from the disk
+** cache, kernels of the kernel IR launched, and their work groups (out[0..3]). */
 TD_API void td_opencl_stats(int64_t *out);
+/* Build a program from OpenCL C text: 0, or the build's error with its log and
+** the text (a diagnostic: which OpenCL C the device takes). */
+TD_API int td_opencl_build(const char *src);
 /* Wait for the device's queue. A host calls it before exit() when it used the
 ** device (the Lua module does it when its state closes): some drivers crash
 ** when the process exits under a running kernel. */
