@@ -154,10 +154,17 @@ int jit_exec_run_dev(JitExec *x, const JitTrace *cur, td_tensor **outs)
   OclBuf bufs[CG_MAX_BUFS]; double args[CG_MAX_BUFS];
   for (int s = 0; s < p->nsteps && !rc; s++) {
     const JitStep *st = &p->steps[s];
-    if (st->kind == JIT_STEP_EAGER) { rc = exec_eager(x, cur, st->ref); continue; }
+    if (st->kind == JIT_STEP_EAGER) {
+      int pe = rt_prof_on ? rt_prof_begin(TD_PROF_OP, jit_op_name(t->ins[st->ref].op), 0, NULL) : -1;
+      rc = exec_eager(x, cur, st->ref);
+      rt_prof_end(pe);
+      continue;
+    }
     for (int k = 0; k < st->nbuf; k++) bufs[k] = x->db[st->bufs[k]];
     for (int k = 0; k < st->nargs; k++) args[k] = cur->ins[st->args[k]].value;
+    int pe = rt_prof_on ? rt_prof_begin(TD_PROF_KERNEL, p->kernels[st->kernel]->name, 0, NULL) : -1;
     rc = ocl_kernel_run(p->kernels[st->kernel], (cl_kernel)p->ocl[st->kernel], bufs, args);
+    rt_prof_end(pe);
   }
   /* effects: the newest version of each written input goes back into its storage */
   for (int e = 0; e < t->neffects && !rc; e++) {

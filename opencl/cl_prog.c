@@ -83,19 +83,45 @@ static void dump_source(const char *src)
 
 /* -- Disk cache ---------------------------------------------------------------------------- */
 
-/* the cache dir (created), or NULL when disabled or unusable */
-static const char *cache_dir(char *buf, size_t n)
+/* A malloc'd a b c (paths of any length: no fixed buffer to truncate them). */
+static char *path_cat3(const char *a, const char *b, const char *c)
+{
+  size_t na = strlen(a), nb = strlen(b), nc = strlen(c);
+  char *p = malloc(na + nb + nc + 1);
+  if (p) { memcpy(p, a, na); memcpy(p + na, b, nb); memcpy(p + na + nb, c, nc + 1); }
+  return p;
+}
+
+/* The cache dir (created), malloc'd, or NULL when disabled or unusable: a
+** read-only, missing or uncreatable directory is no error (programs are then
+** built in each process), said once per process, as jit/cg_cache.c does. */
+static char *cache_dir(void)
 {
   const char *d = getenv("TIDE_CACHE_DIR"), *x;
-  if (d) { if (!*d) return NULL; snprintf(buf, n, "%s/ocl", d); }
-  else if ((x = getenv("XDG_CACHE_HOME")) && *x) snprintf(buf, n, "%s/tide/ocl", x);
-  else if ((x = getenv("HOME")) && *x) snprintf(buf, n, "%s/.cache/tide/ocl", x);
+  char *buf;
+  if (d) { if (!*d) return NULL; buf = path_cat3(d, "/ocl", ""); }
+  else if ((x = getenv("XDG_CACHE_HOME")) && *x) buf = path_cat3(x, "/tide/ocl", "");
+  else if ((x = getenv("HOME")) && *x) buf = path_cat3(x, "/.cache/tide/ocl", "");
   else return NULL;
+  if (!buf) return NULL;
+  int err = 0;
   for (char *p = buf + 1; *p; p++)          /* mkdir -p */
-    if (*p == '/') { *p = 0; mkdir(buf, 0755); *p = '/'; }
-  mkdir(buf, 0755);
+    if (*p == '/') { *p = 0; if (mkdir(buf, 0755) && errno != EEXIST) err = errno; *p = '/'; }
+  if (mkdir(buf, 0755) && errno != EEXIST) err = errno;
   struct stat st;
-  if (stat(buf, &st) || !S_ISDIR(st.st_mode) || access(buf, W_OK | X_OK)) return NULL;
+  const char *why = NULL;
+  if (stat(buf, &st)) why = strerror(err ? err : errno);
+  else if (!S_ISDIR(st.st_mode)) why = "not a directory";
+  else if (access(buf, W_OK | X_OK)) why = strerror(errno);
+  if (why) {
+    static int warned;
+    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+      fprintf(stderr, "tide: the OpenCL program cache directory %s cannot be used (%s); programs are built "
+              "in each process (set TIDE_CACHE_DIR to a writable directory, or to nothing to turn the disk cache off)\n",
+              buf, why);
+    free(buf);
+    return NULL;
+  }
   return buf;
 }
 
@@ -115,22 +141,26 @@ static uint64_t device_key(void)
   return key = h ? h : 1;
 }
 
-static void bin_path(char *p, size_t n, const char *dir, uint64_t key)
+/* dir/<key>.bin, malloc'd */
+static char *bin_path(const char *dir, uint64_t key)
 {
-  snprintf(p, n, "%s/%016llx.bin", dir, (unsigned long long)key);
+  char name[32];
+  snprintf(name, sizeof name, "/%016llx.bin", (unsigned long long)key);
+  return path_cat3(dir, name, "");
 }
 
 /* A program from the disk cache, built; NULL when absent or invalid (deleted). */
 static cl_program disk_load(const char *dir, uint64_t key, const char *opts)
 {
-  char path[1200];
-  bin_path(path, sizeof path, dir, key);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
+  char *path = bin_path(dir, key);
+  /* without blocking: a FIFO named like a cache file must not hang the process */
+  int fd = path ? open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) : -1;
+  if (fd < 0) { free(path); return NULL; }
   struct stat st;
   unsigned char *b = NULL;
   size_t got = 0;
-  if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size <= OCL_MAX_BIN && (b = malloc(st.st_size))) {
+  int reg = !fstat(fd, &st) && S_ISREG(st.st_mode);
+  if (reg && st.st_size > 0 && st.st_size <= OCL_MAX_BIN && (b = malloc(st.st_size))) {
     while (got < (size_t)st.st_size) {
       ssize_t r = read(fd, b + got, st.st_size - got);
       if (r <= 0) break;
@@ -155,7 +185,8 @@ static cl_program disk_load(const char *dir, uint64_t key, const char *opts)
     }
   }
   free(b);
-  if (!p) unlink(path);
+  if (!p && reg) unlink(path);            /* a stale or corrupt binary; anything else is left alone */
+  free(path);
   return p;
 }
 
@@ -167,19 +198,19 @@ static void disk_store(const char *dir, uint64_t key, cl_program p)
   unsigned char *bin = malloc(bn);
   if (!bin) return;
   if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) { free(bin); return; }
-  char path[1200], tmp[1300];
-  bin_path(path, sizeof path, dir, key);
-  snprintf(tmp, sizeof tmp, "%s/.tmp-%016llx-XXXXXX", dir, (unsigned long long)key);
-  int fd = mkstemp(tmp);
+  char name[48];
+  snprintf(name, sizeof name, "/.tmp-%016llx-XXXXXX", (unsigned long long)key);
+  char *path = bin_path(dir, key), *tmp = path_cat3(dir, name, "");
+  int fd = path && tmp ? mkstemp(tmp) : -1;
   FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) { if (fd >= 0) { close(fd); unlink(tmp); } free(bin); return; }
+  if (!f) { if (fd >= 0) { close(fd); unlink(tmp); } free(bin); free(path); free(tmp); return; }
   fprintf(f, "tide-ocl %d %zu %016llx\n", OCL_CACHE_VERSION, bn, (unsigned long long)fnv(FNV0, bin, bn));
   int fail = fwrite(bin, 1, bn, f) != bn;
   fail = fflush(f) || fail;
   fail = fsync(fileno(f)) || fail;
   fail = fclose(f) || fail;
   if (fail || rename(tmp, path)) unlink(tmp);
-  free(bin);
+  free(bin); free(path); free(tmp);
 }
 
 /* -- Programs ---------------------------------------------------------------------------------- */
@@ -234,16 +265,17 @@ static Prog *program_locked(const char *src, const char *what)
   if (cl_init(-1)) return NULL;
   dump_source(src);
   const char *opts = build_options();
-  char dbuf[1024];
-  const char *dir = cache_dir(dbuf, sizeof dbuf);
+  char *dir = cache_dir();
   uint64_t key = fnv(fnv(device_key() ^ h, opts, strlen(opts)), &len, sizeof len);
   cl_program pr = dir ? disk_load(dir, key, opts) : NULL;
   if (pr) prog_st.disk_loads++;
   else {
-    if (!(pr = build_source(src, opts, what))) return NULL;
-    prog_st.builds++;
-    if (dir) disk_store(dir, key, pr);
+    pr = build_source(src, opts, what);
+    if (pr) prog_st.builds++;
+    if (pr && dir) disk_store(dir, key, pr);
   }
+  free(dir);
+  if (!pr) return NULL;
   Prog *p = calloc(1, sizeof *p);
   char *copy = malloc(len + 1);
   if (!p || !copy) { free(p); free(copy); clReleaseProgram(pr); return rt_errp(TD_ERR_NOMEM, "%s: out of memory", what); }

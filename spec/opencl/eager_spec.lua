@@ -109,6 +109,33 @@ H.describe_cl("eager OpenCL ops from the kernel IR", function()
     assert.is_true(l2 >= b1, o2)
   end)
 
+  it("the program cache: a directory path of any length; one that cannot be used warns once and builds in memory", function()
+    local base = os.tmpname()
+    os.remove(base)
+    local long = base .. ("/" .. ("d"):rep(200)):rep(7)        -- 1,400+ characters
+    local code = [[
+      local tide = require "tide"
+      local ffi = require "ffi"
+      local x = tide.arange(6):to("opencl")
+      print(("sum %g"):format((x * 3):sum():item()), ("mean %g"):format((x + 1):mean():item()))
+      local s = ffi.new("int64_t[4]"); tide.C.td_opencl_stats(s)
+      print(("builds=%d loads=%d"):format(tonumber(s[0]), tonumber(s[1])))
+    ]]
+    local o1, ok1 = run_lua("TIDE_CACHE_DIR=" .. q(long), code)
+    local o2, ok2 = run_lua("TIDE_CACHE_DIR=" .. q(long), code)
+    local file = os.tmpname()                                 -- a regular file: not a directory
+    local o3, ok3 = run_lua("TIDE_CACHE_DIR=" .. q(file), code)
+    os.execute("rm -rf " .. q(base) .. " " .. q(file))
+    assert(ok1 and ok2 and ok3, o1 .. o2 .. o3)
+    for _, o in ipairs({ o1, o2, o3 }) do assert.truthy(o:find("sum 45\tmean 3.5", 1, true), o) end
+    assert.equal(0, tonumber(o2:match("builds=(%d+)")), o2)
+    assert.truthy(tonumber(o2:match("loads=(%d+)")) > 0, o2)
+    local _, nwarn = o3:gsub("OpenCL program cache directory", "")
+    assert.equal(1, nwarn, o3)
+    assert.truthy(o3:lower():find("not a directory", 1, true), o3)
+    assert.truthy(tonumber(o3:match("builds=(%d+)")) > 0, o3)
+  end)
+
   it("a device without float64: sums and compiled kernels in float32, float64 tensors refused", function()
     local out, ok = run_lua("TIDE_OPENCL_NO_FP64=1", [[
       local tide = require "tide"

@@ -394,6 +394,19 @@ H.describe_cl("tide on OpenCL #opencl", function()
     end)
   end)
 
+  describe("profiler", function()
+    it("shows the kernels and eager steps of a compiled function on the device", function()
+      local P = tide.profiler
+      local f = tide.compile(function(a, w) return (a:matmul(w):sin() * 2 + 1):sum(1) end, { name = "cl_prof" })
+      local a, w = tide.randn(8, 16, CL), tide.randn(16, 4, CL)
+      f(a, w)
+      local rep = P.profile(function() return f(a, w):cpu() end)
+      local function count(pred) local n = 0; for _, e in ipairs(rep.events) do if pred(e) then n = n + 1 end end; return n end
+      assert.is_true(count(function(e) return e.kind == "kernel" and e.name:find("^k_") end) >= 1)
+      assert.is_true(count(function(e) return e.kind == "op" and e.name == "matmul" end) >= 1)
+    end)
+  end)
+
   describe("errors", function()
     it("an op mixing devices names both", function()
       local a, b = tide.ones(3, CL), tide.ones(3)
