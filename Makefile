@@ -186,7 +186,7 @@ stats:
 	fuzz-deps fuzz-loaders fuzz-loaders-replay fuzz-loaders-merge
 
 # -- Loader fuzzing (FUZZING.md, "Loaders"): libFuzzer from clang 14 --------------------------
-#   make fuzz-loaders [FUZZ_SECONDS=60] [FUZZ_TARGETS="safetensors npy idx cache_meta"]
+#   make fuzz-loaders [FUZZ_SECONDS=60] [FUZZ_TARGETS="safetensors npy idx cache_meta ocl_binary"]
 #     runs each target for FUZZ_SECONDS (given on the command line or in the environment;
 #     else FUZZ_LOADER_SECONDS, default 60), one after the other; figures in $(B)/fuzz-loaders/stats.txt
 #   make fuzz-loaders-replay   the checked-in corpus through the real loaders (make test does it too)
@@ -195,12 +195,12 @@ stats:
 # Lua targets (the loaders are Lua) run in one driver embedding LuaJIT, with Lua line
 # coverage fed to libFuzzer. A C target X is spec/fuzz/loaders/fuzz_X.c built with the
 # sources in FUZZ_SRC_X: add X to FUZZ_C_TARGETS, its seeds to spec/fuzz/corpus/X/
-# and, optionally, spec/fuzz/dict/X.dict. The OpenCL program binaries of the disk
-# cache (when opencl/ writes them) are meant to be the next one: ocl_binary.
+# and, optionally, spec/fuzz/dict/X.dict.
 FUZZ_LOADER_SECONDS ?= $(if $(filter command line environment,$(origin FUZZ_SECONDS)),$(FUZZ_SECONDS),60)
 FUZZ_LUA_TARGETS := safetensors npy idx
-FUZZ_C_TARGETS := cache_meta
+FUZZ_C_TARGETS := cache_meta ocl_binary
 FUZZ_SRC_cache_meta := jit/cg_meta.c
+FUZZ_SRC_ocl_binary := opencl/cl_bin.c
 FUZZ_TARGETS ?= $(FUZZ_LUA_TARGETS) $(FUZZ_C_TARGETS)
 FUZZ_CC ?= clang-14
 FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer -Wall
@@ -229,11 +229,11 @@ $(B)/fuzz-loaders/lua_driver: spec/fuzz/loaders/lua_driver.c
 
 # (second expansion, for FUZZ_SRC_<target>: keep these rules last)
 .SECONDEXPANSION:
-$(B)/fuzz-loaders/fuzz_%: spec/fuzz/loaders/fuzz_%.c $$(FUZZ_SRC_$$*) $$(wildcard jit/*.h)
+$(B)/fuzz-loaders/fuzz_%: spec/fuzz/loaders/fuzz_%.c $$(FUZZ_SRC_$$*) $$(wildcard jit/*.h opencl/*.h)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Iruntime -Ijit spec/fuzz/loaders/fuzz_$*.c $(FUZZ_SRC_$*) -o $@
 
 # a C target without libFuzzer (plain cc): runs each file given once
-$(B)/fuzz-loaders/replay_%: spec/fuzz/loaders/fuzz_%.c spec/fuzz/loaders/replay_main.c $$(FUZZ_SRC_$$*) $$(wildcard jit/*.h)
+$(B)/fuzz-loaders/replay_%: spec/fuzz/loaders/fuzz_%.c spec/fuzz/loaders/replay_main.c $$(FUZZ_SRC_$$*) $$(wildcard jit/*.h opencl/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -Iruntime -Ijit spec/fuzz/loaders/fuzz_$*.c spec/fuzz/loaders/replay_main.c $(FUZZ_SRC_$*) -o $@

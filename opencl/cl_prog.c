@@ -17,6 +17,7 @@
 ** no front end; NVIDIA's binary is PTX, PoCL's LLVM bitcode).
 */
 #include "cl.h"
+#include "cl_bin.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -26,19 +27,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define OCL_CACHE_VERSION 1
-#define OCL_MAX_BIN (64 << 20)
-
 static pthread_mutex_t prog_mu = PTHREAD_MUTEX_INITIALIZER;
 static ClProgStats prog_st;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 1099511628211ull; }
-  return h;
-}
-#define FNV0 1469598103934665603ull
 
 /* -- Source dumps: every program's full text, for the strict OpenCL C check ---------------- */
 
@@ -67,7 +58,7 @@ static void dump_source(const char *src)
 {
   pthread_once(&dump_once, dump_env);
   if (!dump_dir[0]) return;
-  uint64_t h = fnv(FNV0, src, strlen(src));
+  uint64_t h = ocl_fnv(FNV0, src, strlen(src));
   char path[1200], tmp[1300];
   snprintf(path, sizeof path, "%s/%016llx.cl", dump_dir, (unsigned long long)h);
   if (access(path, F_OK) == 0) return;
@@ -136,8 +127,8 @@ static uint64_t device_key(void)
   clGetDeviceInfo(cl_dev(), CL_DEVICE_PLATFORM, sizeof pl, &pl, NULL);
   static const cl_uint pinfo[] = { CL_PLATFORM_NAME, CL_PLATFORM_VERSION };
   static const cl_uint dinfo[] = { CL_DEVICE_NAME, CL_DEVICE_VERSION, CL_DRIVER_VERSION, CL_DEVICE_VENDOR };
-  for (int i = 0; i < 2; i++) { b[0] = 0; clGetPlatformInfo(pl, pinfo[i], sizeof b - 1, b, NULL); h = fnv(h, b, strlen(b) + 1); }
-  for (int i = 0; i < 4; i++) { b[0] = 0; clGetDeviceInfo(cl_dev(), dinfo[i], sizeof b - 1, b, NULL); h = fnv(h, b, strlen(b) + 1); }
+  for (int i = 0; i < 2; i++) { b[0] = 0; clGetPlatformInfo(pl, pinfo[i], sizeof b - 1, b, NULL); h = ocl_fnv(h, b, strlen(b) + 1); }
+  for (int i = 0; i < 4; i++) { b[0] = 0; clGetDeviceInfo(cl_dev(), dinfo[i], sizeof b - 1, b, NULL); h = ocl_fnv(h, b, strlen(b) + 1); }
   return key = h ? h : 1;
 }
 
@@ -169,19 +160,15 @@ static cl_program disk_load(const char *dir, uint64_t key, const char *opts)
   }
   close(fd);
   cl_program p = NULL;
-  char *nl = b && got ? memchr(b, '\n', got < 128 ? got : 128) : NULL;
-  int ver = 0; unsigned long long size = 0, sum = 0;
-  if (nl && sscanf((char *)b, "tide-ocl %d %llu %llx", &ver, &size, &sum) == 3 && ver == OCL_CACHE_VERSION) {
-    const unsigned char *bin = (unsigned char *)nl + 1;
-    size_t bn = got - (size_t)(bin - b);
-    if (bn == size && fnv(FNV0, bin, bn) == sum) {
-      cl_int st1 = CL_SUCCESS, st2 = CL_SUCCESS;
-      cl_device_id d = cl_dev();
-      p = clCreateProgramWithBinary(cl_ctx(), 1, &d, &bn, &bin, &st2, &st1);
-      if (p && (st1 != CL_SUCCESS || st2 != CL_SUCCESS || clBuildProgram(p, 1, &d, opts, NULL, NULL) != CL_SUCCESS)) {
-        clReleaseProgram(p);
-        p = NULL;
-      }
+  size_t off, bn;
+  if (b && ocl_bin_parse(b, got, &off, &bn) == 0) {
+    const unsigned char *bin = b + off;
+    cl_int st1 = CL_SUCCESS, st2 = CL_SUCCESS;
+    cl_device_id d = cl_dev();
+    p = clCreateProgramWithBinary(cl_ctx(), 1, &d, &bn, &bin, &st2, &st1);
+    if (p && (st1 != CL_SUCCESS || st2 != CL_SUCCESS || clBuildProgram(p, 1, &d, opts, NULL, NULL) != CL_SUCCESS)) {
+      clReleaseProgram(p);
+      p = NULL;
     }
   }
   free(b);
@@ -204,8 +191,10 @@ static void disk_store(const char *dir, uint64_t key, cl_program p)
   int fd = path && tmp ? mkstemp(tmp) : -1;
   FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (!f) { if (fd >= 0) { close(fd); unlink(tmp); } free(bin); free(path); free(tmp); return; }
-  fprintf(f, "tide-ocl %d %zu %016llx\n", OCL_CACHE_VERSION, bn, (unsigned long long)fnv(FNV0, bin, bn));
-  int fail = fwrite(bin, 1, bn, f) != bn;
+  char head[OCL_BIN_HEADER_MAX];
+  int hn = ocl_bin_header(head, sizeof head, OCL_CACHE_VERSION, bn, ocl_fnv(FNV0, bin, bn));
+  int fail = hn < 0 || fwrite(head, 1, (size_t)hn, f) != (size_t)hn;
+  fail = fwrite(bin, 1, bn, f) != bn || fail;
   fail = fflush(f) || fail;
   fail = fsync(fileno(f)) || fail;
   fail = fclose(f) || fail;
@@ -256,7 +245,7 @@ static cl_program build_source(const char *src, const char *opts, const char *wh
 static Prog *program_locked(const char *src, const char *what)
 {
   size_t len = strlen(src);
-  uint64_t h = fnv(FNV0, src, len);
+  uint64_t h = ocl_fnv(FNV0, src, len);
   for (Prog *p = progs; p; p = p->next)
     if (p->hash == h && p->len == len && !memcmp(p->src, src, len)) {
       if (p->dumped != dump_gen) { dump_source(src); p->dumped = dump_gen; }   /* every program in use, once */
@@ -266,7 +255,7 @@ static Prog *program_locked(const char *src, const char *what)
   dump_source(src);
   const char *opts = build_options();
   char *dir = cache_dir();
-  uint64_t key = fnv(fnv(device_key() ^ h, opts, strlen(opts)), &len, sizeof len);
+  uint64_t key = ocl_fnv(ocl_fnv(device_key() ^ h, opts, strlen(opts)), &len, sizeof len);
   cl_program pr = dir ? disk_load(dir, key, opts) : NULL;
   if (pr) prog_st.disk_loads++;
   else {

@@ -139,15 +139,18 @@ describe("the loader fuzz corpus", function()
     assert.matches("^FINDING: load raised an error that does not name it", outcome("spec.lua:3: empty: negative size -1"))
     assert.matches("^FINDING: load raised a table", outcome({}))
   end)
-  it("replays cache_meta cleanly (jit/cg_meta.c, built with cc)", function()
-    local B = os.getenv("TIDE_BUILD") or "build"
-    local exe = B .. "/replay_cache_meta"
-    local out, rc = sh(("cc -O1 -Iruntime -Ijit spec/fuzz/loaders/fuzz_cache_meta.c spec/fuzz/loaders/replay_main.c " ..
-      "jit/cg_meta.c -o %s"):format(exe))
-    assert.are.equal(0, rc, out)
-    out, rc = sh(("timeout 60 %s spec/fuzz/corpus/cache_meta"):format(exe))
-    os.remove(exe)
-    assert.are.equal(0, rc, out)
-    assert.is_truthy(out:match("replayed (%d+) inputs, 0 unreadable"), out)
-  end)
+  for _, t in ipairs { { "cache_meta", "jit/cg_meta.c" }, { "ocl_binary", "opencl/cl_bin.c" } } do
+    it(("replays %s cleanly (%s, built with cc)"):format(t[1], t[2]), function()
+      local B = os.getenv("TIDE_BUILD") or "build"
+      local exe = B .. "/replay_" .. t[1]
+      local out, rc = sh(("cc -O1 -Iruntime -Ijit spec/fuzz/loaders/fuzz_%s.c spec/fuzz/loaders/replay_main.c %s -o %s")
+        :format(t[1], t[2], exe))
+      assert.are.equal(0, rc, out)
+      out, rc = sh(("timeout 60 %s spec/fuzz/corpus/%s"):format(exe, t[1]))
+      os.remove(exe)
+      assert.are.equal(0, rc, out)
+      local n = tonumber(out:match("replayed (%d+) inputs, 0 unreadable"))
+      assert(n and n >= 3, out)
+    end)
+  end
 end)

@@ -105,4 +105,19 @@ local cm = dir("cache_meta")
 write(cm .. "seed-meta", "tide-cg 11\nhash 0123456789abcdef\nsize 15872\nfnv 9ae16a3b2f90404f\n")
 write(cm .. "seed-meta-zero", "tide-cg 0\nhash 0000000000000000\nsize 0\nfnv 0000000000000000\n")
 write(cm .. "seed-meta-max", "tide-cg 2147483647\nhash ffffffffffffffff\nsize 18446744073709551615\nfnv ffffffffffffffff\n")
+-- the OpenCL program binaries of the disk cache (opencl/cl_bin.c): "tide-ocl <version> <size> <fnv>\n" + bytes
+local function fnv(s)
+  local h = 1469598103934665603ULL
+  for i = 1, #s do h = bit.bxor(h, s:byte(i)) * 1099511628211ULL end
+  return h
+end
+local function oclbin(body, version)
+  return ("tide-ocl %d %d %s\n"):format(version or 1, #body, bit.tohex(fnv(body), 16)) .. body
+end
+local ob = dir("ocl_binary")
+write(ob .. "seed-bin", oclbin("BC\192\222\53\20\0\0\5\0\0\0b\12\48$" .. ("\0\1\2\3"):rep(16)))
+write(ob .. "seed-bin-1", oclbin("x"))
+write(ob .. "seed-bin-v0", oclbin("ptx", 0))
+-- sscanf's %d skipped newlines past the end of an unterminated buffer (the reader before cl_bin.c)
+write(ob .. "seed-err-whitespace", "tide-ocl\n" .. (" "):rep(40) .. "\n\n")
 print("seeds written under " .. out)
