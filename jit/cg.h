@@ -126,6 +126,7 @@ typedef struct CgKernel {
   int32_t nargs;                     /* run-time scalar args (double) */
   int32_t rtgeo;                     /* 1: sizes and strides are run-time values (CG_GEO_*) */
   int64_t ntrow;                     /* bytes a row stores through non-temporal stores (derived, not hashed) */
+  int64_t buf_base[CG_MAX_BUFS];     /* elements added to buffer k's pointer at run time (derived, not hashed) */
   int32_t nacc, nins;
   CgAccess *acc;                     /* malloc'd, owned by the kernel */
   CgIns *ins;
@@ -161,7 +162,13 @@ void cg_kernel_geo(const CgKernel *k, int64_t *dims);
 ** of y = f(x)). cg_kernel_finish sets ntrow. */
 bool cg_store_nt(const CgKernel *k, int acc);
 
-/* The compiled entry point. bufs[k] points at element 0 of buffer k. */
+/* Buffer bases. cg_kernel_finish takes the smallest offset of each buffer's
+** accesses out of them into buf_base[], and cg_kernel_run adds it to the
+** buffer's pointer: kernels that differ only in where they start reading a
+** buffer (x[t] at every step of a loop) have the same code and hash, so one
+** compiled kernel serves them all. */
+
+/* The compiled entry point. bufs[k] points at element buf_base[k] of buffer k. */
 typedef void (*CgKernelFn)(int64_t r0, int64_t r1, char **bufs, const double *args, const int64_t *dims);
 
 /* Number of rows (column mode: outer index x tile pairs). */

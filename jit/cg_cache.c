@@ -591,6 +591,13 @@ static int run_csums(const CgKernel *k, CgRun *r, char **bufs, int64_t rows, int
 
 int cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args)
 {
+  char *based[CG_MAX_BUFS];           /* the pointers at the buffer bases (cg.h) */
+  int nreal = k->nbuf - k->nscratch;   /* scratch buffers come later (they have no base) */
+  for (int i = 0; i < nreal && i < CG_MAX_BUFS; i++)
+    if (k->buf_base[i]) {
+      if (bufs != based) { memcpy(based, bufs, sizeof *based * (size_t)nreal); bufs = based; }
+      based[i] += k->buf_base[i] * (int64_t)rt_dtype_size(k->buf_dtype[i]);
+    }
   int64_t rows = cg_kernel_rows(k), inner = k->inner > 0 ? k->inner : 1, dims[CG_NDIMS];
   cg_kernel_dims(k, dims);        /* this kernel's sizes, run-time arguments of its code */
   CgRun r = { fn, bufs, args, 0, dims };

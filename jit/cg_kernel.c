@@ -165,6 +165,16 @@ static uint64_t kernel_hash(const CgKernel *k)
 
 void cg_kernel_finish(CgKernel *k, const char *hint)
 {
+  /* buffer bases (cg.h): offsets relative to the smallest of the buffer's accesses
+  ** (run-time geometry kernels take their offsets as arguments already) */
+  for (int b = 0; b < k->nbuf && b < CG_MAX_BUFS && !k->rtgeo; b++) {
+    int64_t m = -1;
+    for (int i = 0; i < k->nacc; i++)
+      if (k->acc[i].buf == b && (m < 0 || k->acc[i].offset < m)) m = k->acc[i].offset;
+    k->buf_base[b] = m > 0 ? m : 0;
+  }
+  for (int i = 0; i < k->nacc; i++)
+    if (k->acc[i].buf >= 0 && k->acc[i].buf < CG_MAX_BUFS) k->acc[i].offset -= k->buf_base[k->acc[i].buf];
   k->hash = kernel_hash(k);
   k->ntrow = k->rtgeo ? 0 : nt_row_bytes(k);
   char h[24] = { 0 };

@@ -525,6 +525,170 @@ static int deliver_leaf(td_tensor *leaf, td_tensor *g, const Capture *cap, int c
   return 0;
 }
 
+/* -- Gradients of slices ---------------------------------------------------------------------
+** A tensor read through many slices (x[t] at every step of a recurrence, the
+** chunks of a fused projection) would get from each slice's rule a zero tensor
+** of its whole shape with the slice's gradient scattered in, summed into its
+** gradient: O(n^2) work for n slices. Instead, a slice or select node (step 1)
+** whose input has a node hands its gradient to that node as a piece (dim and
+** range); when the node runs, its pieces are joined: the pieces along one dim
+** that do not overlap become one cat along it (zeros fill the gaps, equal
+** ranges are summed first), overlapping ones fall back to the rule's zeros +
+** slice_scatter. Each step is an op of the table, so create_graph and tracing
+** record it like any rule's ops. */
+typedef struct JitPiece { td_tensor *g; int64_t dim, start, len; } JitPiece;
+
+static bool piece_node(const JitNode *n, const td_tensor *g)
+{
+  if (!g || !n->edge[0].node || n->nin != 1 || n->rule != rt_ops[n->op].grad) return false;
+  if (n->op == RT_OP_SELECT) return true;
+  return n->op == RT_OP_SLICE && n->attrs.i[3] == 1;
+}
+
+/* n's gradient g (retained) as a piece of its input's node; that node may become ready */
+static int piece_give(JitNode *n, td_tensor *g, NodeVec *ready)
+{
+  JitEdge *e = &n->edge[0];
+  JitNode *p = e->node;
+  int64_t dim = n->attrs.i[0], start = n->attrs.i[1];
+  int64_t len = n->op == RT_OP_SELECT ? 1 : n->attrs.i[2] - start;
+  td_tensor *v;
+  if (n->op == RT_OP_SELECT) {                 /* select dropped the dim: view it back as size 1 */
+    int64_t s[TD_MAX_DIMS];
+    memcpy(s, e->sizes, sizeof s);
+    s[dim] = 1;
+    v = td_reshape(g, e->ndim, s);
+  } else { td_retain(g); v = g; }
+  if (!v) return TD_ERR_NOMEM;
+  if (p->npieces == p->cappieces) {
+    int cap = p->cappieces ? 2 * p->cappieces : 8;
+    JitPiece *np = realloc(p->pieces, (size_t)cap * sizeof *np);
+    if (!np) { td_release(v); return rt_err(TD_ERR_NOMEM, "backward: out of memory"); }
+    p->pieces = np; p->cappieces = cap;
+  }
+  p->pieces[p->npieces++] = (JitPiece){ v, dim, start, len };
+  return --p->deps == 0 ? vec_push(ready, p) : 0;
+}
+
+static void pieces_free(JitNode *x)
+{
+  for (int i = 0; i < x->npieces; i++) td_release(x->pieces[i].g);
+  free(x->pieces);
+  x->pieces = NULL; x->npieces = x->cappieces = 0;
+}
+
+static int piece_cmp(const void *pa, const void *pb)
+{
+  const JitPiece *a = pa, *b = pb;
+  if (a->dim != b->dim) return a->dim < b->dim ? -1 : 1;
+  if (a->start != b->start) return a->start < b->start ? -1 : 1;
+  return a->len < b->len ? -1 : a->len > b->len;
+}
+
+/* zeros of x's output shape with dim d of size len, on g's device (a trace constant while traced) */
+static td_tensor *piece_zeros(const JitNode *x, const td_tensor *g, int64_t d, int64_t len)
+{
+  int64_t s[TD_MAX_DIMS];
+  memcpy(s, x->out_size, sizeof s);
+  if (d >= 0) s[d] = len;
+  if (jit_tracing) return jit_record_zeros(x->out_ndim, s, x->out_dtype);
+  return rt_full_on(rt_has_data(g) ? g->device_type : TD_CPU, x->out_ndim, s, 0, x->out_dtype);
+}
+
+/* acc + t (both consumed; acc may be NULL) */
+static td_tensor *sum_consume(td_tensor *acc, td_tensor *t)
+{
+  if (!acc || !t) { td_release(acc); return t; }
+  td_tensor *s = td_add(acc, t);
+  td_release(acc); td_release(t);
+  return s;
+}
+
+/* cat of list[0..n) along d (each consumed), in rounds of at most RT_MAX_IN */
+static td_tensor *cat_consume(td_tensor **list, int n, int64_t d)
+{
+  td_attrs at = { .ndims = -1, .dtype = -1, .i = { d } };
+  while (n > 1) {
+    int m = 0;
+    for (int i = 0; i < n; i += RT_MAX_IN) {
+      int c = n - i < RT_MAX_IN ? n - i : RT_MAX_IN;
+      td_tensor *r = c == 1 ? list[i] : td_op(RT_OP_CAT, c, list + i, &at);
+      if (c > 1) for (int j = 0; j < c; j++) td_release(list[i + j]);
+      list[m++] = r;
+    }
+    for (int i = 0; i < m; i++) if (!list[i]) { for (int j = 0; j < m; j++) td_release(list[j]); return NULL; }
+    n = m;
+  }
+  return list[0];
+}
+
+/* The pieces p[0..m) along one dim (sorted), as a gradient of x's whole shape */
+static td_tensor *pieces_dim(const JitNode *x, JitPiece *p, int m)
+{
+  int64_t d = p[0].dim, size = x->out_size[d], end = 0;
+  bool overlap = false;
+  for (int i = 0; i < m && !overlap; i++) {
+    if (i > 0 && p[i].start == p[i - 1].start && p[i].len == p[i - 1].len) continue;
+    overlap = p[i].start < end;
+    end = p[i].start + p[i].len;
+  }
+  if (overlap) {                                /* the slice rule's formula, piece by piece */
+    td_tensor *acc = NULL;
+    for (int i = 0; i < m; i++) {
+      td_attrs at = { .ndims = -1, .dtype = -1, .i = { d, p[i].start, p[i].start + p[i].len, 1 } };
+      td_tensor *z = piece_zeros(x, p[i].g, -1, 0);
+      td_tensor *in[2] = { z, p[i].g };
+      td_tensor *s = z ? td_op(RT_OP_SLICE_SCATTER, 2, in, &at) : NULL;
+      td_release(z);
+      if (!s) { td_release(acc); return NULL; }
+      acc = sum_consume(acc, s);
+      if (!acc) return NULL;
+    }
+    return acc;
+  }
+  td_tensor **list = calloc((size_t)(2 * m + 1), sizeof *list);
+  if (!list) return rt_errp(TD_ERR_NOMEM, "backward: out of memory");
+  int n = 0;
+  int64_t cur = 0;
+  bool ok = true;
+  for (int i = 0; i < m && ok; i++) {
+    if (i > 0 && p[i].start == p[i - 1].start && p[i].len == p[i - 1].len) {   /* the same slice read twice */
+      td_retain(p[i].g);
+      ok = (list[n - 1] = sum_consume(list[n - 1], p[i].g)) != NULL;
+      continue;
+    }
+    if (p[i].start > cur) ok = (list[n++] = piece_zeros(x, p[i].g, d, p[i].start - cur)) != NULL;
+    td_retain(p[i].g);
+    list[n++] = p[i].g;
+    cur = p[i].start + p[i].len;
+  }
+  if (ok && cur < size) ok = (list[n++] = piece_zeros(x, p[0].g, d, size - cur)) != NULL;
+  if (!ok) { for (int i = 0; i < n; i++) td_release(list[i]); free(list); return NULL; }
+  td_tensor *r = cat_consume(list, n, d);
+  free(list);
+  return r;
+}
+
+/* x->gacc += the join of x's pieces (then freed) */
+static int pieces_join(JitNode *x)
+{
+  qsort(x->pieces, (size_t)x->npieces, sizeof *x->pieces, piece_cmp);
+  td_tensor *acc = x->gacc;
+  x->gacc = NULL;
+  for (int i = 0; i < x->npieces;) {
+    int j = i;
+    while (j < x->npieces && x->pieces[j].dim == x->pieces[i].dim) j++;
+    td_tensor *full = pieces_dim(x, x->pieces + i, j - i);
+    if (!full) { td_release(acc); pieces_free(x); return TD_ERR_NOMEM; }
+    acc = sum_consume(acc, full);
+    if (!acc) { pieces_free(x); return TD_ERR_NOMEM; }
+    i = j;
+  }
+  pieces_free(x);
+  x->gacc = acc;
+  return 0;
+}
+
 static int run_node(JitNode *n, const Capture *cap, int retain_graph, int create_graph, NodeVec *ready)
 {
   JitCtx k;
@@ -535,6 +699,12 @@ static int run_node(JitNode *n, const Capture *cap, int retain_graph, int create
   /* a second backward is an error only where a rule reads freed saved values */
   if (n->owner && (n->owner->flags & TD_TF_RETAIN_GRAD) && !cap)
     rc = deliver_leaf(n->owner, k.g, NULL, create_graph);
+  if (!rc && piece_node(n, k.g)) {
+    rc = piece_give(n, k.g, ready);
+    if (!retain_graph) { node_free_saved(n); n->released = 1; }
+    rt_prof_end(pe);
+    return rc;
+  }
   if (!rc) rc = n->rule->fn(&k);
   for (int i = 0; anomaly_on && !rc && i < n->nin; i++) {
     const char *bad = k.gin[i] ? nonfinite(k.gin[i]) : NULL;
@@ -637,7 +807,7 @@ static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, 
   /* 2. discover the graph and count each node's consumers */
   for (int i = 0; i < nout && !rc; i++) {
     JitNode *r = outputs[i]->rt_grad_fn;
-    if (r && r->epoch != epoch) { r->epoch = epoch; r->deps = 0; r->gacc = NULL; rc = vec_push(&stack, r); }
+    if (r && r->epoch != epoch) { r->epoch = epoch; r->deps = 0; r->gacc = NULL; r->npieces = 0; rc = vec_push(&stack, r); }
   }
   while (!rc && stack.n) {
     JitNode *x = stack.v[--stack.n];
@@ -645,7 +815,10 @@ static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, 
     for (int i = 0; i < x->nin; i++) {
       JitNode *p = x->edge[i].node;
       if (!p) continue;
-      if (p->epoch != epoch) { p->epoch = epoch; p->deps = 0; p->gacc = NULL; if ((rc = vec_push(&stack, p))) break; }
+      if (p->epoch != epoch) {
+        p->epoch = epoch; p->deps = 0; p->gacc = NULL; p->npieces = 0;
+        if ((rc = vec_push(&stack, p))) break;
+      }
       p->deps++;
     }
   }
@@ -668,6 +841,7 @@ static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, 
   }
   while (!rc && ready.n) {
     JitNode *x = ready.v[--ready.n];
+    if (x->npieces && (rc = pieces_join(x))) break;
     if (x->gacc && hooked(x->owner) && (rc = run_hooks(x->owner, &x->gacc))) break;
     if (cap && (x->needed & JIT_NEED_CAPTURE) && x->gacc) {
       int j = capture_index(cap, NULL, x);
@@ -690,7 +864,7 @@ static int engine(int nout, td_tensor *const *outputs, td_tensor *const *grads, 
   free(hooks.v);
   td_set_grad_enabled(prev);
   /* 4. clean up scratch (also after an error) */
-  for (int i = 0; i < all.n; i++) { td_release(all.v[i]->gacc); all.v[i]->gacc = NULL; }
+  for (int i = 0; i < all.n; i++) { td_release(all.v[i]->gacc); all.v[i]->gacc = NULL; pieces_free(all.v[i]); }
   for (int i = 0; i < nout; i++) td_release(seeds[i]);
   if (rc && cap) for (int j = 0; j < nin; j++) { td_release(results[j]); results[j] = NULL; }
   free(all.v); free(ready.v); free(stack.v);

@@ -41,6 +41,8 @@ typedef struct RtNode {
   int32_t deps;
   int32_t needed;                /* autograd.grad: JIT_NEED_* (jit_autograd.c) */
   td_tensor *gacc;
+  struct JitPiece *pieces;       /* gradients of slices of the output, joined when it runs */
+  int32_t npieces, cappieces;
   JitEdge edge[];
 } JitNode;
 

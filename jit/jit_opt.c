@@ -273,7 +273,10 @@ void jit_opt_fold(JitTrace *t)
 ** (q, k, v of one projection) are summed: add(add(scatter(0, gq, 0:d),
 ** scatter(0, gk, d:2d)), scatter(0, gv, 2d:3d)). When the pieces tile the dim
 ** the sum is cat(gq, gk, gv): one pass that writes each element once, instead
-** of a full write per piece and a sum over all of them. */
+** of a full write per piece and a sum over all of them. (The autograd engine
+** already joins the gradients of slices it passes back, eagerly and while
+** traced: jit_autograd.c, "Gradients of slices"; this pass catches the sums
+** recorded otherwise.) */
 
 typedef struct OptPiece { int64_t start, stop; JitView src; } OptPiece;
 

@@ -165,7 +165,7 @@ static int csum_finish(const CgKernel *k, int in, cl_mem part, int64_t nblk, con
   const char *name = p64 ? (o64 ? "fin_dd" : "fin_df") : (o64 ? "fin_fd" : "fin_ff");
   cl_kernel kk;
   if (ocl_program_kernels(src, 1, &name, &kk, k->name)) return TD_ERR_DEVICE;
-  cl_long nb = nblk, nc = k->inner, off = bufs[a->buf].off + a->offset, ist = a->istride;
+  cl_long nb = nblk, nc = k->inner, off = bufs[a->buf].off + k->buf_base[a->buf] + a->offset, ist = a->istride;
   cl_mem o = bufs[a->buf].m;
   int rc = CL_ARGV(kk, 0, part, k->name);
   if (!rc) rc = CL_ARGV(kk, 1, nb, k->name);
@@ -192,7 +192,7 @@ static int launch(const CgKernel *k, cl_kernel ck, int64_t r0, int64_t r1, int64
   if (!rc) rc = CL_ARGV(ck, 1, a1, k->name);
   for (int b = 0; b < k->nbuf && !rc; b++) {
     cl_mem m = b < nb ? bufs[b].m : scr[b - nb];
-    cl_long off = b < nb ? bufs[b].off : 0;
+    cl_long off = b < nb ? bufs[b].off + k->buf_base[b] : 0;   /* buffer bases: cg.h */
     rc = CL_ARGV(ck, i, m, k->name);
     if (!rc) rc = CL_ARGV(ck, i + 1, off, k->name);
     i += 2;
