@@ -29,8 +29,10 @@ cpu(), opencl() move or convert parameters and buffers in place: each tensor
 handle keeps its identity (an optimizer built before still holds them).
 Layers take {device=} like {dtype=} (made on the CPU, then moved).
 
-Not here: Conv1d/Conv2d, BatchNorm, pooling, weight_norm/spectral_norm
-(they need new C kernels). Hooks: tide.nn.hooks.
+Not here: the functions of Conv1d/Conv2d, BatchNorm and pooling
+(tide.nn.conv), weight_norm/spectral_norm (tide.nn.parametrize), hooks
+(tide.nn.hooks), the recurrent layers (tide.nn.rnn) and attention and the
+Transformer (tide.nn.transformer).
 --]]
 local tide = require "tide"
 local core = require "tide.core"
@@ -1121,5 +1123,10 @@ local function batchnorm_class(name, dims)
 end
 batchnorm_class("BatchNorm1d", { 2, 3 })
 batchnorm_class("BatchNorm2d", { 4 })
+
+-- layer families in files of their own, installed into nn (they derive from nn.Module):
+-- RNN, LSTM, GRU, the cells and nn.utils.rnn; MultiheadAttention and the Transformer
+require("tide.nn.rnn")(nn)
+require("tide.nn.transformer")(nn)
 
 return nn
