@@ -4,56 +4,19 @@
 -- state_dict (names and order must be tide's), literal inputs and PyTorch's
 -- outputs in float64. Per case: the values (1e-10), float64 gradcheck in the
 -- inputs and parameters (flag grad), tide.compile == eager (all cases in one
--- compiled function: one compiler run), OpenCL == CPU (flag cl); then a PyTorch
--- safetensors file of float32 state_dicts, compiled training steps, and the
--- errors.
+-- compiled function: one compiler run); then a PyTorch safetensors file of
+-- float32 state_dicts, compiled training steps, and the errors. OpenCL ==
+-- CPU: spec/opencl/layers_spec.lua (in the OpenCL specs' process).
 local tide = require "tide"
 local H = require "helper"
-local REF = dofile("spec/ref/layers_reference.lua")
+local L = require "ref.layers_cases"
+local REF, flag, flatten = L.REF, L.flag, L.flatten
 local nn = tide.nn
 
-local ENV = setmetatable({ tide = tide, nn = nn, F = nn.functional, P = nn.utils.rnn }, { __index = _G })
-local KEYS = { "A", "B", "C", "D" }
-
-local function tensor_of(t, device)
-  local d = tide.tensor(t.data, { dtype = t.dtype })
-  return d:reshape(t.shape):to(device or "cpu")
-end
-
-local function flag(c, f) return (" " .. c.flags .. " "):find(" " .. f .. " ", 1, true) ~= nil end
-
--- the results of a call, tensors in order (tables of tensors flattened, nils left out)
-local function flatten(...)
-  local out = {}
-  local function add(v)
-    if tide.is_tensor(v) then out[#out + 1] = v
-    elseif type(v) == "table" then for _, x in ipairs(v) do add(x) end end
-  end
-  for i = 1, select("#", ...) do add((select(i, ...))) end
-  return out
-end
-
--- a case's module (its state_dict loaded) on the device, its body as fn(m, inputs...) and the inputs
-local function setup(c, device)
-  local m
-  if c.module then
-    m = assert(load("return " .. c.module, "=" .. c.name, "t", ENV))()
-    local sd, keys = m:state_dict()
-    local want = {}
-    for i, p in ipairs(c.params) do want[i] = p[1] end
-    assert.same(want, keys, c.name .. ": state_dict keys (PyTorch's names and order)")
-    local src = {}
-    for _, p in ipairs(c.params) do src[p[1]] = tensor_of(p[2]) end
-    m:load_state_dict(src)
-    if device then m:to(device) end
-  end
-  local names = {}
-  for _, k in ipairs(KEYS) do if c.inputs[k] then names[#names + 1] = k end end
-  local params = table.concat(names, ", ")
-  local fn = assert(load(("return function(m%s) %s end"):format(params ~= "" and ", " .. params or "", c.body),
-    "=" .. c.name, "t", ENV))()
-  local xs = {}
-  for i, k in ipairs(names) do xs[i] = tensor_of(c.inputs[k], device) end
+-- a case's module, body and inputs; the state_dict keys must be PyTorch's, in order
+local function setup(c)
+  local m, fn, xs, keys, want = L.setup(c)
+  if m then assert.same(want, keys, c.name .. ": state_dict keys (PyTorch's names and order)") end
   return m, fn, xs
 end
 
@@ -122,15 +85,165 @@ describe("recurrent and attention layers, compiled", function()
   end)
 end)
 
-H.describe_cl("recurrent and attention layers on OpenCL", function()
-  for _, c in ipairs(REF) do
-    if flag(c, "cl") then it(c.name .. " gives the CPU's values", function()
-      local m, fn, xs = setup(c, "opencl")
-      local got = flatten(fn(m, unpack(xs)))
-      for _, t in ipairs(got) do          -- lengths stay on the CPU, as PyTorch's
-        if t:is_floating_point() then assert.equal("opencl", t.device:match("^opencl") and "opencl" or t.device) end
+describe("a PyTorch safetensors file", function()
+  it("loads into tide's LSTM, GRU, MultiheadAttention and TransformerEncoderLayer and gives PyTorch's outputs", function()
+    -- float32 state_dicts as PyTorch initializes them, with inputs and outputs (spec/ref/layers_reference.py)
+    local all = tide.load("spec/ref/layers_torch.safetensors")
+    local function part(prefix, io)
+      local sd, got = {}, {}
+      for k, v in pairs(all) do
+        local name = k:match("^" .. prefix .. "%.(.+)$")
+        if name then
+          if io[name] then got[name] = v else sd[name] = v end
+        end
       end
-      check_outs(c, got, 1e-9, " (OpenCL)")
-    end) end
+      return sd, got
+    end
+    local io = { input = true, output = true, h_n = true, c_n = true, key_padding_mask = true, weights = true }
+    local lstm = nn.LSTM(4, 6, { num_layers = 2, bidirectional = true, batch_first = true })
+    local sd, t = part("lstm", io)
+    lstm:load_state_dict(sd)
+    local o, hc = lstm(t.input)
+    H.close(o, t.output, 1e-5, "lstm output"); H.close(hc[1], t.h_n, 1e-5, "lstm h_n"); H.close(hc[2], t.c_n, 1e-5, "lstm c_n")
+
+    local gru = nn.GRU(4, 6, { num_layers = 2 })
+    sd, t = part("gru", io)
+    gru:load_state_dict(sd)
+    local og, h = gru(t.input)
+    H.close(og, t.output, 1e-5, "gru output"); H.close(h, t.h_n, 1e-5, "gru h_n")
+
+    local mha = nn.MultiheadAttention(8, 2, { batch_first = true })
+    sd, t = part("mha", io)
+    mha:load_state_dict(sd)
+    local om, w = mha(t.input, t.input, t.input, { key_padding_mask = t.key_padding_mask })
+    H.close(om, t.output, 1e-5, "mha output"); H.close(w, t.weights, 1e-6, "mha weights")
+
+    local enc = nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 32, batch_first = true })
+    sd, t = part("enc", io)
+    enc:load_state_dict(sd)
+    enc:eval()
+    H.close(enc(t.input, { src_mask = nn.Transformer.generate_square_subsequent_mask(5) }), t.output, 1e-5, "encoder layer")
+  end)
+end)
+
+describe("compiled training steps of the layers", function()
+  -- an LSTM tagger, a GRU over packed sequences and a Transformer encoder trained together by one step
+  local function models(seed)
+    tide.manual_seed(seed)
+    local m = {
+      lstm = nn.LSTM(5, 8, { num_layers = 2, bidirectional = true }), head = nn.Linear(16, 3),
+      gru = nn.GRU(5, 6, { batch_first = true }),
+      enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, { dim_feedforward = 16, dropout = 0, norm_first = true }), 2),
+    }
+    local params = {}
+    for _, k in ipairs { "lstm", "head", "gru", "enc" } do
+      for _, p in ipairs(m[k]:parameters()) do params[#params + 1] = p end
+    end
+    -- SGD: the key bias of attention has a zero gradient (softmax ignores a per-query constant), and
+    -- Adam would turn its rounding noise into steps of lr either way
+    local opt = tide.optim.SGD(params, { lr = 0.05 })
+    local F, P = nn.functional, nn.utils.rnn
+    local mask = nn.Transformer.generate_square_subsequent_mask(4)
+    local function step(x, y, xs, src)
+      local o = m.lstm(x)
+      local loss = F.cross_entropy(m.head(o):view(-1, 3), y)
+      local og, hg = m.gru(P.pack_padded_sequence(xs, { 4, 2, 3 }, { batch_first = true, enforce_sorted = false }))
+      loss = loss + (og.data ^ 2):mean() + hg:sum() * 0.1
+      loss = loss + (m.enc(src, { mask = mask, is_causal = true }) ^ 2):mean()
+      opt:zero_grad(); loss:backward(); opt:step()
+      return loss
+    end
+    return params, step
   end
+
+  it("follow eager mode (losses and parameters over 3 steps)", function()
+    local pe, se = models(7)
+    local pc, sc = models(7)
+    local cstep = tide.compile(sc, { name = "layers_step" })
+    tide.manual_seed(3)
+    for _ = 1, 3 do
+      local x, y = tide.randn(6, 4, 5), tide.randint(1, 4, { 24 })
+      local xs, src = tide.randn(3, 4, 5), tide.randn(4, 2, 8)
+      local le, lc = se(x, y, xs, src), cstep(x, y, xs, src)
+      H.close(lc, le, 1e-4, "loss")
+    end
+    for i = 1, #pe do H.close(pc[i], pe[i], 1e-4, "parameter " .. i) end
+  end)
+
+  it("an LSTM step is one kernel of gate math forward, and one kernel and one cat backward", function()
+    local T = 5
+    local lstm = nn.LSTM(4, 8)
+    local x = tide.randn(T, 3, 4)
+    -- the schedule as letters: M an eager matmul, C an eager cat, K a kernel whose ops include
+    -- sigmoid and tanh (gate math), k any other kernel
+    local function letters(text)
+      local s = {}
+      for line in text:match("%-%- schedule\n(.-)%-%- code"):gmatch("[^\n]+") do
+        if line:match("^eager matmul") then s[#s + 1] = "M"
+        elseif line:match("^eager cat") then s[#s + 1] = "C"
+        elseif line:match("^k_") then s[#s + 1] = (line:match(" sigmoid") and line:match(" tanh")) and "K" or "k" end
+      end
+      return table.concat(s)
+    end
+    local fwd = tide.compile(function(x) return (lstm(x)) end)
+    local seq = letters(tide.no_grad(function() return fwd:explain(x) end))
+    assert.truthy(seq:find(("MK"):rep(T) .. "C", 1, true), "forward: matmul, one gate kernel per step, the outputs' cat: " .. seq)
+    assert.equal(T, select(2, seq:gsub("K", "")), seq)
+    local train = tide.compile(function(x) local o, hc = lstm(x); local l = (o * o):sum() + hc[2]:sum(); l:backward(); return l end)
+    seq = letters(train:explain(x))
+    assert.truthy(seq:find(("MK"):rep(T), 1, true), "forward of the training step: " .. seq)
+    assert.truthy(seq:find(("KCMM"):rep(T - 1) .. "KCM", 1, true),
+      "backward: per step one gate kernel, the gates' gradient as one cat, dh and dW_hh: " .. seq)
+  end)
+end)
+
+describe("layer errors", function()
+  it("name the layer and the values", function()
+    local lstm = nn.LSTM(10, 20, { num_layers = 2 })
+    H.raises(function() return lstm(tide.randn(5, 3, 7)) end, "LSTM: input size 7 does not match input_size 10", "[5,3,7]")
+    H.raises(function() return lstm(tide.randn(5, 3, 2, 10)) end, "LSTM: expected input with 2 (unbatched) or 3 dims", "[5,3,2,10]")
+    H.raises(function() return lstm(tide.randn(5, 3, 10), { tide.zeros(1, 3, 20), tide.zeros(2, 3, 20) }) end,
+      "LSTM: expected h0 of shape [2,3,20]", "got [1,3,20]")
+    H.raises(function() return lstm(tide.randn(5, 3, 10), tide.zeros(2, 3, 20)) end, "bad argument #2 to 'LSTM' (table {h0, c0} expected")
+    H.raises(function() return lstm(tide.randn(5, 10), { tide.zeros(2, 3, 20), tide.zeros(2, 3, 20) }) end,
+      "for unbatched 2-D input, h0 should also be 2-D")
+    H.raises(function() return nn.GRU(3, 4)(tide.randn(5, 2, 3), tide.zeros(1, 3, 4)) end, "GRU: expected hx of shape [1,2,4]")
+    H.raises(function() return nn.GRU(3, 4)(tide.randn(5, 2, 3, { dtype = tide.float64 })) end,
+      "GRU: input dtype float64 does not match the parameters' float32")
+    H.raises(function() return nn.RNN(3, 4, { nonlinearity = "sigmoid" }) end, "RNN: unknown nonlinearity 'sigmoid'")
+    H.raises(function() return nn.LSTM(3, 4, { proj_size = 2 }) end, "LSTM: proj_size (2) is not supported")
+    H.raises(function() return nn.LSTM(3, 4, { num_layer = 2 }) end, "LSTM: unknown option 'num_layer'")
+    H.raises(function() return nn.LSTM(3, 4, { dropout = 1.5 }) end, "LSTM: dropout should be a number in range [0, 1]")
+    H.raises(function() return nn.LSTMCell(3, 4)(tide.randn(2, 5)) end, "LSTMCell: input size 5 does not match input_size 3")
+    H.raises(function() return nn.GRUCell(3, 4)(tide.randn(2, 3), tide.zeros(3, 4)) end, "GRUCell: expected hx of shape [2,4], got [3,4]")
+    local P = nn.utils.rnn
+    H.raises(function() return P.pack_padded_sequence(tide.randn(4, 2, 3), { 2, 3 }) end,
+      "pack_padded_sequence: lengths must be sorted in decreasing order when enforce_sorted is true (got [2,3])")
+    H.raises(function() return P.pack_padded_sequence(tide.randn(4, 2, 3), { 5, 3 }) end, "length 5 of sequence 1 is outside 1..4")
+    H.raises(function() return P.pack_padded_sequence(tide.randn(4, 2, 3), { 3 }) end, "1 lengths for a batch of 2 sequences")
+    H.raises(function() return P.pad_sequence({ tide.ones(2, 3), tide.ones(2, 4) }) end,
+      "pad_sequence: sequence 2 has shape [2,4], sequence 1 [2,3]")
+  end)
+
+  it("of attention name the layer and the shapes", function()
+    H.raises(function() return nn.MultiheadAttention(10, 3) end, "MultiheadAttention: embed_dim 10 must be divisible by num_heads 3")
+    H.raises(function() return nn.MultiheadAttention(8, 2, { add_bias_kv = true }) end, "add_bias_kv is not supported")
+    local mha = nn.MultiheadAttention(8, 2)
+    local q, k = tide.randn(3, 2, 8), tide.randn(4, 2, 8)
+    H.raises(function() return mha(q, k, k, { key_padding_mask = tide.zeros(2, 3):gt(0) }) end,
+      "expected key_padding_mask of shape [2,4] (batch, source length), got [2,3]")
+    H.raises(function() return mha(q, k, k, { attn_mask = tide.zeros(4, 3) }) end,
+      "the shape of the 2-D attn_mask is [4,3], but should be [3,4]")
+    H.raises(function() return mha(q, k, k, { attn_mask = tide.zeros(2, 3, 4) }) end,
+      "the shape of the 3-D attn_mask is [2,3,4], but should be [4,3,4]")
+    H.raises(function() return mha(q, k, k, { attn_mask = tide.zeros(3, 4, { dtype = tide.int64 }) }) end,
+      "only bool and floating types of attn_mask are supported")
+    H.raises(function() return mha(q, tide.randn(4, 2, 6), k) end, "key [4,2,6] and value [4,2,8] must end in kdim 8 and vdim 8")
+    H.raises(function() return mha(q, q, q, { is_causal = true }) end, "is_causal needs attn_mask")
+    H.raises(function() return mha(tide.randn(3, 2, 7), k, k) end, "query's embedding size 7 does not match embed_dim 8")
+    local tf = nn.Transformer({ d_model = 8, nhead = 2, num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 8 })
+    H.raises(function() return tf(tide.randn(3, 2, 8), tide.randn(3, 4, 8)) end, "Transformer: the batch number of src [3,2,8] and tgt [3,4,8] must be equal")
+    H.raises(function() return nn.TransformerEncoderLayer(8, 2, { activation = "tanh" }) end,
+      "TransformerEncoderLayer: activation should be relu/gelu or a function, not tanh")
+  end)
 end)

@@ -1124,9 +1124,11 @@ end
 batchnorm_class("BatchNorm1d", { 2, 3 })
 batchnorm_class("BatchNorm2d", { 4 })
 
--- layer families in files of their own, installed into nn (they derive from nn.Module):
+-- layer families in files of their own, which install their classes into nn (they
+-- derive from nn.Module, so they load last, and require "tide.nn" finds this table):
 -- RNN, LSTM, GRU, the cells and nn.utils.rnn; MultiheadAttention and the Transformer
-require("tide.nn.rnn")(nn)
-require("tide.nn.transformer")(nn)
+package.loaded["tide.nn"] = nn
+require "tide.nn.rnn"
+require "tide.nn.transformer"
 
 return nn

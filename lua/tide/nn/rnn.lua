@@ -21,13 +21,14 @@ step t updates the first b_t rows of the state and keeps the others (their
 sequences have ended); the reverse direction runs the same rows backwards,
 and a sequence's first reverse step starts from its row of h0.
 
-This file returns an installer: tide.nn calls it with itself (the layers
-derive from nn.Module, which is defined there).
+Loaded by tide.nn (lua/tide/nn/init.lua) once nn.Module and the core layers
+exist; the classes are installed into it.
 --]]
 local tide = require "tide"
 local core = require "tide.core"
 local args = require "tide.args"
 local raise, is_tensor = core.raise, core.is_tensor
+local nn = require "tide.nn"        -- the module being built: init.lua requires this file at its end
 
 local function size_str(s) return "[" .. table.concat(s, ",") .. "]" end
 local function shape_of(x) return size_str(x:size()) end
@@ -56,13 +57,19 @@ end
 -- xg: the input's projection with the biases that go with it (n, G); h, c: (n, H);
 -- WT: W_hh^T (H, G). Gates as PyTorch orders them.
 
+-- Each gate is activated on its own (n, H) slice: every value of the step then
+-- has one shape, so under tide.compile the step's gate math (and the values
+-- the backward keeps) is one kernel, and the backward's one kernel per step
+-- too; the slices' gradients join into the gates' gradient as one cat.
+
 -- LSTM: g = xg + h W_hh^T; c' = f * c + i * tanh(g_g); h' = o * tanh(c')
 local function lstm_step(xg, h, c, WT, H)
   local g = tide.addmm(xg, h, WT)
-  local sif = g:narrow(2, 1, 2 * H):sigmoid()
+  local i = g:narrow(2, 1, H):sigmoid()
+  local f = g:narrow(2, H + 1, H):sigmoid()
   local gg = g:narrow(2, 2 * H + 1, H):tanh()
   local o = g:narrow(2, 3 * H + 1, H):sigmoid()
-  local c2 = sif:narrow(2, H + 1, H) * c + sif:narrow(2, 1, H) * gg
+  local c2 = f * c + i * gg
   return o * c2:tanh(), c2
 end
 
@@ -70,9 +77,10 @@ end
 -- hg = h W_hh^T + b_hh (b_hn stays inside r * (...), as PyTorch)
 local function gru_step(xg, h, WT, bhh, H)
   local hg = bhh ~= nil and tide.addmm(bhh, h, WT) or h:matmul(WT)
-  local rz = (xg:narrow(2, 1, 2 * H) + hg:narrow(2, 1, 2 * H)):sigmoid()
-  local n = (xg:narrow(2, 2 * H + 1, H) + rz:narrow(2, 1, H) * hg:narrow(2, 2 * H + 1, H)):tanh()
-  return n + rz:narrow(2, H + 1, H) * (h - n)
+  local r = (xg:narrow(2, 1, H) + hg:narrow(2, 1, H)):sigmoid()
+  local z = (xg:narrow(2, H + 1, H) + hg:narrow(2, H + 1, H)):sigmoid()
+  local n = (xg:narrow(2, 2 * H + 1, H) + r * hg:narrow(2, 2 * H + 1, H)):tanh()
+  return n + z * (h - n)
 end
 
 -- RNN: h' = act(xg + h W_hh^T)
@@ -297,359 +305,360 @@ end
 
 -- -- The layers -----------------------------------------------------------------------------------
 
-return function(nn)
-  local F, init = nn.functional, nn.init
-  local pyfloat = nn._pyfloat
-  nn.utils.rnn = utils_rnn
+local F, init = nn.functional, nn.init
+local pyfloat = nn._pyfloat
+nn.utils.rnn = utils_rnn
 
-  local function param(shape, opts)
-    local t = tide.empty(shape, { dtype = opts.dtype, device = opts.device })
-    if not t:is_floating_point() then raise(("parameters must be floating point, got dtype %s"):format(t.dtype.name)) end
-    return t:requires_grad_()
-  end
+local function param(shape, opts)
+  local t = tide.empty(shape, { dtype = opts.dtype, device = opts.device })
+  if not t:is_floating_point() then raise(("parameters must be floating point, got dtype %s"):format(t.dtype.name)) end
+  return t:requires_grad_()
+end
 
-  -- the input's dtype must be the parameters' (PyTorch's rule; a promotion would hide a mistake)
-  local function check_dtype(name, x, w)
-    if x.dtype ~= w.dtype then
-      raise(("%s: input dtype %s does not match the parameters' %s (convert one of them: module:to(%s) or x:to(%s))")
-        :format(name, x.dtype.name, w.dtype.name, x.dtype.name, w.dtype.name))
-    end
-  end
-
-  -- -- RNNBase: RNN, LSTM, GRU ----------------------------------------------------------------
-
-  --- nn.RNNBase
-  --- The base class of RNN, LSTM and GRU (their parameters, forward and printed form).
-  local RNNBase = nn.Module:extend("RNNBase")
-  nn.RNNBase = RNNBase
-
-  local function base_init(self, name, mode, input_size, hidden_size, opts, extra)
-    opts = args.opts(name, opts, "num_layers bias batch_first dropout bidirectional dtype device" .. (extra or ""), 3)
-    self.mode = mode
-    self.input_size = posint(name, input_size, 1, "input_size")
-    self.hidden_size = posint(name, hidden_size, 2, "hidden_size")
-    self.num_layers = posint(name, opts.num_layers or 1, 3, "num_layers")
-    self.bias = opts.bias ~= false
-    self.batch_first = opts.batch_first == true
-    local p = opts.dropout or 0
-    if type(p) ~= "number" or p < 0 or p > 1 then
-      raise(("%s: dropout should be a number in range [0, 1] representing the probability of an element being "
-        .. "zeroed, got %s"):format(name, tostring(p)))
-    end
-    self.dropout = p
-    self.bidirectional = opts.bidirectional == true
-    self.proj_size = 0
-    local G, D = GATES[mode] * hidden_size, self.bidirectional and 2 or 1
-    self._names = {}
-    for l = 0, self.num_layers - 1 do
-      for d = 0, D - 1 do
-        local sfx = ("_l%d%s"):format(l, d == 1 and "_reverse" or "")
-        local lin = l == 0 and input_size or hidden_size * D
-        self["weight_ih" .. sfx] = param({ G, lin }, opts)
-        self["weight_hh" .. sfx] = param({ G, hidden_size }, opts)
-        if self.bias then
-          self["bias_ih" .. sfx] = param({ G }, opts)
-          self["bias_hh" .. sfx] = param({ G }, opts)
-        end
-        self._names[#self._names + 1] = sfx
-      end
-    end
-    self:reset_parameters()
-  end
-
-  function RNNBase:reset_parameters()
-    local stdv = 1 / math.sqrt(self.hidden_size)
-    for _, p in ipairs(self:parameters()) do init.uniform_(p, -stdv, stdv) end
-  end
-
-  function RNNBase:extra_repr()
-    local s = ("%d, %d"):format(self.input_size, self.hidden_size)
-    if self.num_layers ~= 1 then s = s .. ", num_layers=" .. self.num_layers end
-    if self.mode == "RNN_RELU" then s = s .. ", nonlinearity='relu'" end
-    if not self.bias then s = s .. ", bias=False" end
-    if self.batch_first then s = s .. ", batch_first=True" end
-    if self.dropout ~= 0 then s = s .. ", dropout=" .. pyfloat(self.dropout) end
-    if self.bidirectional then s = s .. ", bidirectional=True" end
-    return s
-  end
-
-  -- One direction of one layer over the rows X (N, in): bs[t] rows at step t
-  -- (offsets off[t]), state h (B, H) (c for the LSTM). Returns the outputs of
-  -- all steps as rows (N, H) in X's order, and the final state.
-  function RNNBase:_direction(X, bs, off, sfx, h, c, reverse)
-    local H, mode = self.hidden_size, self.mode
-    local wih, whh = self["weight_ih" .. sfx], self["weight_hh" .. sfx]
-    local bih, bhh = self["bias_ih" .. sfx], self["bias_hh" .. sfx]
-    local WT = whh:t():contiguous()
-    local xp
-    if mode == "GRU" then xp = F.linear(X, wih, bih)                  -- b_hh goes with h W_hh^T
-    else xp = F.linear(X, wih, bih ~= nil and bih + bhh or nil) end
-    local B, T, outs = h:size(1), #bs, {}
-    local t0, t1, dt = 1, T, 1
-    if reverse then t0, t1, dt = T, 1, -1 end
-    local relu = mode == "RNN_RELU"
-    for t = t0, t1, dt do
-      local n = bs[t]
-      local xg = xp:narrow(1, off[t] + 1, n)
-      local hp, cp = h, c
-      if n < B then hp = h:narrow(1, 1, n); cp = c and c:narrow(1, 1, n) end
-      local h2, c2
-      if mode == "LSTM" then h2, c2 = lstm_step(xg, hp, cp, WT, H)
-      elseif mode == "GRU" then h2 = gru_step(xg, hp, WT, bhh, H)
-      else h2 = rnn_step(xg, hp, WT, relu) end
-      outs[t] = h2
-      if n < B then
-        h = tide.cat({ h2, h:narrow(1, n + 1, B - n) }, 1)
-        if c then c = tide.cat({ c2, c:narrow(1, n + 1, B - n) }, 1) end
-      else h, c = h2, c2 end
-    end
-    return cat_all(outs, 1), h, c
-  end
-
-  -- the initial state (D*L, B, H) of hx (or nil: zeros), checked; rows in the packed order
-  local function initial(self, name, which, hx, B, batched, like, sorted)
-    local DL, H = (self.bidirectional and 2 or 1) * self.num_layers, self.hidden_size
-    if hx == nil then return tide.zeros({ DL, B, H }, { dtype = like.dtype, device = like.device }) end
-    if not is_tensor(hx) then args.argerr(2, name, "Tensor " .. which, hx) end
-    if batched and hx.ndim ~= 3 then
-      raise(("%s: for batched 3-D input, %s should also be 3-D (num_layers * num_directions, batch, hidden_size) "
-        .. "but got %s"):format(name, which, shape_of(hx)))
-    end
-    if not batched and hx.ndim ~= 2 then
-      raise(("%s: for unbatched 2-D input, %s should also be 2-D (num_layers * num_directions, hidden_size) but got %s")
-        :format(name, which, shape_of(hx)))
-    end
-    if not batched then hx = hx:unsqueeze(2) end
-    if hx:size(1) ~= DL or hx:size(2) ~= B or hx:size(3) ~= H then
-      raise(("%s: expected %s of shape %s (num_layers * num_directions, batch, hidden_size), got %s"):format(name,
-        which, size_str(batched and { DL, B, H } or { DL, H }), shape_of(batched and hx or hx:squeeze(2))))
-    end
-    check_dtype(name, hx, like)
-    if sorted then hx = hx:index_select(2, sorted:to(hx.device)) end
-    return hx
-  end
-
-  --- nn.RNNBase:forward(input[, hx]) -> output, h_n
-  --- input (T, B, in) ((B, T, in) with batch_first; (T, in) unbatched) or a PackedSequence; the LSTM's hx and h_n are {h, c}.
-  function RNNBase:forward(input, hx)
-    local name, mode = self.__name, self.mode
-    local I, H, L = self.input_size, self.hidden_size, self.num_layers
-    local D = self.bidirectional and 2 or 1
-    local w0 = self.weight_ih_l0
-    local packed = PackedSequence.is_packed(input)
-    local X, bs, B, T, batched
-    if packed then
-      X, bs = input.data, input._bs
-      if X.ndim ~= 2 or X:size(2) ~= I then
-        raise(("%s: packed data of shape %s does not match input_size %d (expected [rows, %d])"):format(name,
-          shape_of(X), I, I))
-      end
-      B, T, batched = bs[1], #bs, true
-    else
-      if not is_tensor(input) then args.argerr(1, name, "Tensor or PackedSequence", input) end
-      if input.ndim ~= 2 and input.ndim ~= 3 then
-        raise(("%s: expected input with 2 (unbatched) or 3 dims (%s, input_size), got %s"):format(name,
-          self.batch_first and "batch, seq_len" or "seq_len, batch", shape_of(input)))
-      end
-      if input:size(-1) ~= I then
-        raise(("%s: input size %d does not match input_size %d (input of shape %s)"):format(name, input:size(-1), I,
-          shape_of(input)))
-      end
-      batched = input.ndim == 3
-      local x = batched and input or input:unsqueeze(2)
-      if self.batch_first and batched then x = x:transpose(1, 2) end
-      T, B = x:size(1), x:size(2)
-      if T == 0 or B == 0 then raise(("%s: expected a non-empty input, got %s"):format(name, shape_of(input))) end
-      X = x:reshape(T * B, I)
-      bs = {}
-      for t = 1, T do bs[t] = B end
-    end
-    check_dtype(name, X, w0)
-    local sorted = packed and input.sorted_indices or nil
-    local h0, c0
-    if mode == "LSTM" then
-      if hx ~= nil and (type(hx) ~= "table" or is_tensor(hx)) then
-        args.argerr(2, name, "table {h0, c0}", hx)
-      end
-      h0 = initial(self, name, "h0", hx and hx[1], B, batched, X, sorted)
-      c0 = initial(self, name, "c0", hx and hx[2], B, batched, X, sorted)
-    else
-      h0 = initial(self, name, "hx", hx, B, batched, X, sorted)
-    end
-    local off, o = {}, 0
-    for t = 1, T do off[t] = o; o = o + bs[t] end
-    local hn, cn = {}, {}
-    for l = 1, L do
-      local outs = {}
-      for d = 1, D do
-        local k = (l - 1) * D + d
-        local out, h, c = self:_direction(X, bs, off, self._names[k], h0[k], c0 and c0[k], d == 2)
-        outs[d], hn[k], cn[k] = out, h, c
-      end
-      X = D == 1 and outs[1] or tide.cat(outs, 2)
-      if l < L and self.dropout > 0 and self.training then X = F.dropout(X, self.dropout, true) end
-    end
-    local h_n, c_n = tide.stack(hn, 1), c0 and tide.stack(cn, 1)
-    local output
-    if packed then
-      output = setmetatable({}, PackedSequence)
-      for k, v in pairs(input) do output[k] = v end
-      output.data = X
-      local un = input.unsorted_indices
-      if un then
-        un = un:to(h_n.device)
-        h_n = h_n:index_select(2, un); c_n = c_n and c_n:index_select(2, un)
-      end
-    else
-      output = X:view(T, B, D * H)
-      if self.batch_first and batched then output = output:transpose(1, 2) end
-      if not batched then
-        output, h_n, c_n = output:squeeze(2), h_n:squeeze(2), c_n and c_n:squeeze(2)
-      end
-    end
-    if mode == "LSTM" then return output, { h_n, c_n } end
-    return output, h_n
-  end
-
-  --- nn.RNN(input_size, hidden_size[, {num_layers = 1, nonlinearity = "tanh", bias = true, batch_first = false, dropout = 0, bidirectional = false, dtype, device}])
-  --- Elman RNN: h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (or relu); rnn(x[, h0]) -> output, h_n.
-  local RNN = RNNBase:extend("RNN")
-  nn.RNN = RNN
-  function RNN:__init(input_size, hidden_size, opts)
-    local nl = type(opts) == "table" and opts.nonlinearity or "tanh"
-    if nl ~= "tanh" and nl ~= "relu" then raise(("RNN: unknown nonlinearity '%s' (tanh or relu)"):format(tostring(nl))) end
-    base_init(self, "RNN", nl == "relu" and "RNN_RELU" or "RNN_TANH", input_size, hidden_size, opts, " nonlinearity")
-    self.nonlinearity = nl
-  end
-
-  --- nn.LSTM(input_size, hidden_size[, {num_layers = 1, bias = true, batch_first = false, dropout = 0, bidirectional = false, dtype, device}])
-  --- Long short-term memory (gates i, f, g, o as PyTorch); lstm(x[, {h0, c0}]) -> output, {h_n, c_n}. proj_size is not supported.
-  local LSTM = RNNBase:extend("LSTM")
-  nn.LSTM = LSTM
-  function LSTM:__init(input_size, hidden_size, opts)
-    if type(opts) == "table" and opts.proj_size ~= nil and opts.proj_size ~= 0 then
-      raise(("LSTM: proj_size (%s) is not supported yet (projections of h); leave it out or 0"):format(tostring(opts.proj_size)))
-    end
-    if type(opts) == "table" and opts.proj_size ~= nil then
-      local o = {}
-      for k, v in pairs(opts) do if k ~= "proj_size" then o[k] = v end end
-      opts = o
-    end
-    base_init(self, "LSTM", "LSTM", input_size, hidden_size, opts)
-  end
-
-  --- nn.GRU(input_size, hidden_size[, {num_layers = 1, bias = true, batch_first = false, dropout = 0, bidirectional = false, dtype, device}])
-  --- Gated recurrent unit (gates r, z, n as PyTorch); gru(x[, h0]) -> output, h_n.
-  local GRU = RNNBase:extend("GRU")
-  nn.GRU = GRU
-  function GRU:__init(input_size, hidden_size, opts) base_init(self, "GRU", "GRU", input_size, hidden_size, opts) end
-
-  -- -- Cells ---------------------------------------------------------------------------------------
-
-  --- nn.RNNCellBase
-  --- The base class of RNNCell, LSTMCell and GRUCell.
-  local CellBase = nn.Module:extend("RNNCellBase")
-  nn.RNNCellBase = CellBase
-
-  local function cell_init(self, name, mode, input_size, hidden_size, opts, extra)
-    opts = args.opts(name, opts, "bias dtype device" .. (extra or ""), 3)
-    self.mode = mode
-    self.input_size = posint(name, input_size, 1, "input_size")
-    self.hidden_size = posint(name, hidden_size, 2, "hidden_size")
-    self.bias = opts.bias ~= false
-    local G = GATES[mode] * hidden_size
-    self.weight_ih = param({ G, input_size }, opts)
-    self.weight_hh = param({ G, hidden_size }, opts)
-    if self.bias then
-      self.bias_ih = param({ G }, opts)
-      self.bias_hh = param({ G }, opts)
-    else
-      self:register_parameter("bias_ih", nil); self:register_parameter("bias_hh", nil)
-    end
-    self:reset_parameters()
-  end
-  CellBase.reset_parameters = RNNBase.reset_parameters
-  function CellBase:extra_repr()
-    local s = ("%d, %d"):format(self.input_size, self.hidden_size)
-    if not self.bias then s = s .. ", bias=False" end
-    if self.mode == "RNN_RELU" then s = s .. ", nonlinearity='relu'" end
-    return s
-  end
-
-  -- input (N, in) or (in); a state (N, H) or (H) (nil: zeros); returns x as 2-D, the
-  -- state(s) as 2-D and whether the input was batched
-  local function cell_state(self, name, which, s, x, batched)
-    local H = self.hidden_size
-    if s == nil then return tide.zeros({ x:size(1), H }, { dtype = x.dtype, device = x.device }) end
-    if not is_tensor(s) then args.argerr(2, name, "Tensor " .. which, s) end
-    local want = batched and { x:size(1), H } or { H }
-    if size_str(s:size()) ~= size_str(want) then
-      raise(("%s: expected %s of shape %s, got %s"):format(name, which, size_str(want), shape_of(s)))
-    end
-    check_dtype(name, s, x)
-    return batched and s or s:unsqueeze(1)
-  end
-
-  local function cell_input(self, name, x)
-    if not is_tensor(x) then args.argerr(1, name, "Tensor", x) end
-    if x.ndim ~= 1 and x.ndim ~= 2 then
-      raise(("%s: expected input to be 1-D or 2-D (batch, input_size), got %s"):format(name, shape_of(x)))
-    end
-    if x:size(-1) ~= self.input_size then
-      raise(("%s: input size %d does not match input_size %d (input of shape %s)"):format(name, x:size(-1),
-        self.input_size, shape_of(x)))
-    end
-    check_dtype(name, x, self.weight_ih)
-    local batched = x.ndim == 2
-    return batched and x or x:unsqueeze(1), batched
-  end
-
-  --- nn.RNNCell(input_size, hidden_size[, {bias = true, nonlinearity = "tanh", dtype, device}])
-  --- One step of nn.RNN: cell(x[, h]) -> h' for x (N, in) or (in).
-  local RNNCell = CellBase:extend("RNNCell")
-  nn.RNNCell = RNNCell
-  function RNNCell:__init(input_size, hidden_size, opts)
-    local nl = type(opts) == "table" and opts.nonlinearity or "tanh"
-    if nl ~= "tanh" and nl ~= "relu" then raise(("RNNCell: unknown nonlinearity '%s' (tanh or relu)"):format(tostring(nl))) end
-    cell_init(self, "RNNCell", nl == "relu" and "RNN_RELU" or "RNN_TANH", input_size, hidden_size, opts, " nonlinearity")
-    self.nonlinearity = nl
-  end
-  function RNNCell:forward(x, hx)
-    local batched
-    x, batched = cell_input(self, "RNNCell", x)
-    local h = cell_state(self, "RNNCell", "hx", hx, x, batched)
-    local b = self.bias_ih ~= nil and self.bias_ih + self.bias_hh or nil
-    local h2 = rnn_step(F.linear(x, self.weight_ih, b), h, self.weight_hh:t(), self.mode == "RNN_RELU")
-    return batched and h2 or h2:squeeze(1)
-  end
-
-  --- nn.LSTMCell(input_size, hidden_size[, {bias = true, dtype, device}])
-  --- One step of nn.LSTM: cell(x[, {h, c}]) -> h', c' for x (N, in) or (in).
-  local LSTMCell = CellBase:extend("LSTMCell")
-  nn.LSTMCell = LSTMCell
-  function LSTMCell:__init(input_size, hidden_size, opts) cell_init(self, "LSTMCell", "LSTM", input_size, hidden_size, opts) end
-  function LSTMCell:forward(x, hx)
-    local batched
-    x, batched = cell_input(self, "LSTMCell", x)
-    if hx ~= nil and (type(hx) ~= "table" or is_tensor(hx)) then args.argerr(2, "LSTMCell", "table {h, c}", hx) end
-    local h = cell_state(self, "LSTMCell", "h", hx and hx[1], x, batched)
-    local c = cell_state(self, "LSTMCell", "c", hx and hx[2], x, batched)
-    local b = self.bias_ih ~= nil and self.bias_ih + self.bias_hh or nil
-    local h2, c2 = lstm_step(F.linear(x, self.weight_ih, b), h, c, self.weight_hh:t(), self.hidden_size)
-    if batched then return h2, c2 end
-    return h2:squeeze(1), c2:squeeze(1)
-  end
-
-  --- nn.GRUCell(input_size, hidden_size[, {bias = true, dtype, device}])
-  --- One step of nn.GRU: cell(x[, h]) -> h' for x (N, in) or (in).
-  local GRUCell = CellBase:extend("GRUCell")
-  nn.GRUCell = GRUCell
-  function GRUCell:__init(input_size, hidden_size, opts) cell_init(self, "GRUCell", "GRU", input_size, hidden_size, opts) end
-  function GRUCell:forward(x, hx)
-    local batched
-    x, batched = cell_input(self, "GRUCell", x)
-    local h = cell_state(self, "GRUCell", "hx", hx, x, batched)
-    local h2 = gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh:t(), self.bias_hh, self.hidden_size)
-    return batched and h2 or h2:squeeze(1)
+-- the input's dtype must be the parameters' (PyTorch's rule; a promotion would hide a mistake)
+local function check_dtype(name, x, w)
+  if x.dtype ~= w.dtype then
+    raise(("%s: input dtype %s does not match the parameters' %s (convert one of them: module:to(%s) or x:to(%s))")
+      :format(name, x.dtype.name, w.dtype.name, x.dtype.name, w.dtype.name))
   end
 end
+
+-- -- RNNBase: RNN, LSTM, GRU ----------------------------------------------------------------
+
+--- nn.RNNBase
+--- The base class of RNN, LSTM and GRU (their parameters, forward and printed form).
+local RNNBase = nn.Module:extend("RNNBase")
+nn.RNNBase = RNNBase
+
+local function base_init(self, name, mode, input_size, hidden_size, opts, extra)
+  opts = args.opts(name, opts, "num_layers bias batch_first dropout bidirectional dtype device" .. (extra or ""), 3)
+  self.mode = mode
+  self.input_size = posint(name, input_size, 1, "input_size")
+  self.hidden_size = posint(name, hidden_size, 2, "hidden_size")
+  self.num_layers = posint(name, opts.num_layers or 1, 3, "num_layers")
+  self.bias = opts.bias ~= false
+  self.batch_first = opts.batch_first == true
+  local p = opts.dropout or 0
+  if type(p) ~= "number" or p < 0 or p > 1 then
+    raise(("%s: dropout should be a number in range [0, 1] representing the probability of an element being "
+      .. "zeroed, got %s"):format(name, tostring(p)))
+  end
+  self.dropout = p
+  self.bidirectional = opts.bidirectional == true
+  self.proj_size = 0
+  local G, D = GATES[mode] * hidden_size, self.bidirectional and 2 or 1
+  self._names = {}
+  for l = 0, self.num_layers - 1 do
+    for d = 0, D - 1 do
+      local sfx = ("_l%d%s"):format(l, d == 1 and "_reverse" or "")
+      local lin = l == 0 and input_size or hidden_size * D
+      self["weight_ih" .. sfx] = param({ G, lin }, opts)
+      self["weight_hh" .. sfx] = param({ G, hidden_size }, opts)
+      if self.bias then
+        self["bias_ih" .. sfx] = param({ G }, opts)
+        self["bias_hh" .. sfx] = param({ G }, opts)
+      end
+      self._names[#self._names + 1] = sfx
+    end
+  end
+  self:reset_parameters()
+end
+
+function RNNBase:reset_parameters()
+  local stdv = 1 / math.sqrt(self.hidden_size)
+  for _, p in ipairs(self:parameters()) do init.uniform_(p, -stdv, stdv) end
+end
+
+function RNNBase:extra_repr()
+  local s = ("%d, %d"):format(self.input_size, self.hidden_size)
+  if self.num_layers ~= 1 then s = s .. ", num_layers=" .. self.num_layers end
+  if self.mode == "RNN_RELU" then s = s .. ", nonlinearity='relu'" end
+  if not self.bias then s = s .. ", bias=False" end
+  if self.batch_first then s = s .. ", batch_first=True" end
+  if self.dropout ~= 0 then s = s .. ", dropout=" .. pyfloat(self.dropout) end
+  if self.bidirectional then s = s .. ", bidirectional=True" end
+  return s
+end
+
+-- One direction of one layer over the rows X (N, in): bs[t] rows at step t
+-- (offsets off[t]), state h (B, H) (c for the LSTM). Returns the outputs of
+-- all steps as rows (N, H) in X's order, and the final state.
+function RNNBase:_direction(X, bs, off, sfx, h, c, reverse)
+  local H, mode = self.hidden_size, self.mode
+  local wih, whh = self["weight_ih" .. sfx], self["weight_hh" .. sfx]
+  local bih, bhh = self["bias_ih" .. sfx], self["bias_hh" .. sfx]
+  local WT = whh:t():contiguous()
+  local xp
+  if mode == "GRU" then xp = F.linear(X, wih, bih)                  -- b_hh goes with h W_hh^T
+  else xp = F.linear(X, wih, bih ~= nil and bih + bhh or nil) end
+  local B, T, outs = h:size(1), #bs, {}
+  local t0, t1, dt = 1, T, 1
+  if reverse then t0, t1, dt = T, 1, -1 end
+  local relu = mode == "RNN_RELU"
+  for t = t0, t1, dt do
+    local n = bs[t]
+    local xg = xp:narrow(1, off[t] + 1, n)
+    local hp, cp = h, c
+    if n < B then hp = h:narrow(1, 1, n); cp = c and c:narrow(1, 1, n) end
+    local h2, c2
+    if mode == "LSTM" then h2, c2 = lstm_step(xg, hp, cp, WT, H)
+    elseif mode == "GRU" then h2 = gru_step(xg, hp, WT, bhh, H)
+    else h2 = rnn_step(xg, hp, WT, relu) end
+    outs[t] = h2
+    if n < B then
+      h = tide.cat({ h2, h:narrow(1, n + 1, B - n) }, 1)
+      if c then c = tide.cat({ c2, c:narrow(1, n + 1, B - n) }, 1) end
+    else h, c = h2, c2 end
+  end
+  return cat_all(outs, 1), h, c
+end
+
+-- the initial state (D*L, B, H) of hx (or nil: zeros), checked; rows in the packed order
+local function initial(self, name, which, hx, B, batched, like, sorted)
+  local DL, H = (self.bidirectional and 2 or 1) * self.num_layers, self.hidden_size
+  if hx == nil then return tide.zeros({ DL, B, H }, { dtype = like.dtype, device = like.device }) end
+  if not is_tensor(hx) then args.argerr(2, name, "Tensor " .. which, hx) end
+  if batched and hx.ndim ~= 3 then
+    raise(("%s: for batched 3-D input, %s should also be 3-D (num_layers * num_directions, batch, hidden_size) "
+      .. "but got %s"):format(name, which, shape_of(hx)))
+  end
+  if not batched and hx.ndim ~= 2 then
+    raise(("%s: for unbatched 2-D input, %s should also be 2-D (num_layers * num_directions, hidden_size) but got %s")
+      :format(name, which, shape_of(hx)))
+  end
+  if not batched then hx = hx:unsqueeze(2) end
+  if hx:size(1) ~= DL or hx:size(2) ~= B or hx:size(3) ~= H then
+    raise(("%s: expected %s of shape %s (num_layers * num_directions, batch, hidden_size), got %s"):format(name,
+      which, size_str(batched and { DL, B, H } or { DL, H }), shape_of(batched and hx or hx:squeeze(2))))
+  end
+  check_dtype(name, hx, like)
+  if sorted then hx = hx:index_select(2, sorted:to(hx.device)) end
+  return hx
+end
+
+--- nn.RNNBase:forward(input[, hx]) -> output, h_n
+--- input (T, B, in) ((B, T, in) with batch_first; (T, in) unbatched) or a PackedSequence; the LSTM's hx and h_n are {h, c}.
+function RNNBase:forward(input, hx)
+  local name, mode = self.__name, self.mode
+  local I, H, L = self.input_size, self.hidden_size, self.num_layers
+  local D = self.bidirectional and 2 or 1
+  local w0 = self.weight_ih_l0
+  local packed = PackedSequence.is_packed(input)
+  local X, bs, B, T, batched
+  if packed then
+    X, bs = input.data, input._bs
+    if X.ndim ~= 2 or X:size(2) ~= I then
+      raise(("%s: packed data of shape %s does not match input_size %d (expected [rows, %d])"):format(name,
+        shape_of(X), I, I))
+    end
+    B, T, batched = bs[1], #bs, true
+  else
+    if not is_tensor(input) then args.argerr(1, name, "Tensor or PackedSequence", input) end
+    if input.ndim ~= 2 and input.ndim ~= 3 then
+      raise(("%s: expected input with 2 (unbatched) or 3 dims (%s, input_size), got %s"):format(name,
+        self.batch_first and "batch, seq_len" or "seq_len, batch", shape_of(input)))
+    end
+    if input:size(-1) ~= I then
+      raise(("%s: input size %d does not match input_size %d (input of shape %s)"):format(name, input:size(-1), I,
+        shape_of(input)))
+    end
+    batched = input.ndim == 3
+    local x = batched and input or input:unsqueeze(2)
+    if self.batch_first and batched then x = x:transpose(1, 2) end
+    T, B = x:size(1), x:size(2)
+    if T == 0 or B == 0 then raise(("%s: expected a non-empty input, got %s"):format(name, shape_of(input))) end
+    X = x:reshape(T * B, I)
+    bs = {}
+    for t = 1, T do bs[t] = B end
+  end
+  check_dtype(name, X, w0)
+  local sorted = packed and input.sorted_indices or nil
+  local h0, c0
+  if mode == "LSTM" then
+    if hx ~= nil and (type(hx) ~= "table" or is_tensor(hx)) then
+      args.argerr(2, name, "table {h0, c0}", hx)
+    end
+    h0 = initial(self, name, "h0", hx and hx[1], B, batched, X, sorted)
+    c0 = initial(self, name, "c0", hx and hx[2], B, batched, X, sorted)
+  else
+    h0 = initial(self, name, "hx", hx, B, batched, X, sorted)
+  end
+  local off, o = {}, 0
+  for t = 1, T do off[t] = o; o = o + bs[t] end
+  local hn, cn = {}, {}
+  for l = 1, L do
+    local outs = {}
+    for d = 1, D do
+      local k = (l - 1) * D + d
+      local out, h, c = self:_direction(X, bs, off, self._names[k], h0[k], c0 and c0[k], d == 2)
+      outs[d], hn[k], cn[k] = out, h, c
+    end
+    X = D == 1 and outs[1] or tide.cat(outs, 2)
+    if l < L and self.dropout > 0 and self.training then X = F.dropout(X, self.dropout, true) end
+  end
+  local h_n, c_n = tide.stack(hn, 1), c0 and tide.stack(cn, 1)
+  local output
+  if packed then
+    output = setmetatable({}, PackedSequence)
+    for k, v in pairs(input) do output[k] = v end
+    output.data = X
+    local un = input.unsorted_indices
+    if un then
+      un = un:to(h_n.device)
+      h_n = h_n:index_select(2, un); c_n = c_n and c_n:index_select(2, un)
+    end
+  else
+    output = X:view(T, B, D * H)
+    if self.batch_first and batched then output = output:transpose(1, 2) end
+    if not batched then
+      output, h_n, c_n = output:squeeze(2), h_n:squeeze(2), c_n and c_n:squeeze(2)
+    end
+  end
+  if mode == "LSTM" then return output, { h_n, c_n } end
+  return output, h_n
+end
+
+--- nn.RNN(input_size, hidden_size[, {num_layers = 1, nonlinearity = "tanh", bias = true, batch_first = false, dropout = 0, bidirectional = false, dtype, device}])
+--- Elman RNN: h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (or relu); rnn(x[, h0]) -> output, h_n.
+local RNN = RNNBase:extend("RNN")
+nn.RNN = RNN
+function RNN:__init(input_size, hidden_size, opts)
+  local nl = type(opts) == "table" and opts.nonlinearity or "tanh"
+  if nl ~= "tanh" and nl ~= "relu" then raise(("RNN: unknown nonlinearity '%s' (tanh or relu)"):format(tostring(nl))) end
+  base_init(self, "RNN", nl == "relu" and "RNN_RELU" or "RNN_TANH", input_size, hidden_size, opts, " nonlinearity")
+  self.nonlinearity = nl
+end
+
+--- nn.LSTM(input_size, hidden_size[, {num_layers = 1, bias = true, batch_first = false, dropout = 0, bidirectional = false, dtype, device}])
+--- Long short-term memory (gates i, f, g, o as PyTorch); lstm(x[, {h0, c0}]) -> output, {h_n, c_n}. proj_size is not supported.
+local LSTM = RNNBase:extend("LSTM")
+nn.LSTM = LSTM
+function LSTM:__init(input_size, hidden_size, opts)
+  if type(opts) == "table" and opts.proj_size ~= nil and opts.proj_size ~= 0 then
+    raise(("LSTM: proj_size (%s) is not supported yet (projections of h); leave it out or 0"):format(tostring(opts.proj_size)))
+  end
+  if type(opts) == "table" and opts.proj_size ~= nil then
+    local o = {}
+    for k, v in pairs(opts) do if k ~= "proj_size" then o[k] = v end end
+    opts = o
+  end
+  base_init(self, "LSTM", "LSTM", input_size, hidden_size, opts)
+end
+
+--- nn.GRU(input_size, hidden_size[, {num_layers = 1, bias = true, batch_first = false, dropout = 0, bidirectional = false, dtype, device}])
+--- Gated recurrent unit (gates r, z, n as PyTorch); gru(x[, h0]) -> output, h_n.
+local GRU = RNNBase:extend("GRU")
+nn.GRU = GRU
+function GRU:__init(input_size, hidden_size, opts) base_init(self, "GRU", "GRU", input_size, hidden_size, opts) end
+
+-- -- Cells ---------------------------------------------------------------------------------------
+
+--- nn.RNNCellBase
+--- The base class of RNNCell, LSTMCell and GRUCell.
+local CellBase = nn.Module:extend("RNNCellBase")
+nn.RNNCellBase = CellBase
+
+local function cell_init(self, name, mode, input_size, hidden_size, opts, extra)
+  opts = args.opts(name, opts, "bias dtype device" .. (extra or ""), 3)
+  self.mode = mode
+  self.input_size = posint(name, input_size, 1, "input_size")
+  self.hidden_size = posint(name, hidden_size, 2, "hidden_size")
+  self.bias = opts.bias ~= false
+  local G = GATES[mode] * hidden_size
+  self.weight_ih = param({ G, input_size }, opts)
+  self.weight_hh = param({ G, hidden_size }, opts)
+  if self.bias then
+    self.bias_ih = param({ G }, opts)
+    self.bias_hh = param({ G }, opts)
+  else
+    self:register_parameter("bias_ih", nil); self:register_parameter("bias_hh", nil)
+  end
+  self:reset_parameters()
+end
+CellBase.reset_parameters = RNNBase.reset_parameters
+function CellBase:extra_repr()
+  local s = ("%d, %d"):format(self.input_size, self.hidden_size)
+  if not self.bias then s = s .. ", bias=False" end
+  if self.mode == "RNN_RELU" then s = s .. ", nonlinearity='relu'" end
+  return s
+end
+
+-- input (N, in) or (in); a state (N, H) or (H) (nil: zeros); returns x as 2-D, the
+-- state(s) as 2-D and whether the input was batched
+local function cell_state(self, name, which, s, x, batched)
+  local H = self.hidden_size
+  if s == nil then return tide.zeros({ x:size(1), H }, { dtype = x.dtype, device = x.device }) end
+  if not is_tensor(s) then args.argerr(2, name, "Tensor " .. which, s) end
+  local want = batched and { x:size(1), H } or { H }
+  if size_str(s:size()) ~= size_str(want) then
+    raise(("%s: expected %s of shape %s, got %s"):format(name, which, size_str(want), shape_of(s)))
+  end
+  check_dtype(name, s, x)
+  return batched and s or s:unsqueeze(1)
+end
+
+local function cell_input(self, name, x)
+  if not is_tensor(x) then args.argerr(1, name, "Tensor", x) end
+  if x.ndim ~= 1 and x.ndim ~= 2 then
+    raise(("%s: expected input to be 1-D or 2-D (batch, input_size), got %s"):format(name, shape_of(x)))
+  end
+  if x:size(-1) ~= self.input_size then
+    raise(("%s: input size %d does not match input_size %d (input of shape %s)"):format(name, x:size(-1),
+      self.input_size, shape_of(x)))
+  end
+  check_dtype(name, x, self.weight_ih)
+  local batched = x.ndim == 2
+  return batched and x or x:unsqueeze(1), batched
+end
+
+--- nn.RNNCell(input_size, hidden_size[, {bias = true, nonlinearity = "tanh", dtype, device}])
+--- One step of nn.RNN: cell(x[, h]) -> h' for x (N, in) or (in).
+local RNNCell = CellBase:extend("RNNCell")
+nn.RNNCell = RNNCell
+function RNNCell:__init(input_size, hidden_size, opts)
+  local nl = type(opts) == "table" and opts.nonlinearity or "tanh"
+  if nl ~= "tanh" and nl ~= "relu" then raise(("RNNCell: unknown nonlinearity '%s' (tanh or relu)"):format(tostring(nl))) end
+  cell_init(self, "RNNCell", nl == "relu" and "RNN_RELU" or "RNN_TANH", input_size, hidden_size, opts, " nonlinearity")
+  self.nonlinearity = nl
+end
+function RNNCell:forward(x, hx)
+  local batched
+  x, batched = cell_input(self, "RNNCell", x)
+  local h = cell_state(self, "RNNCell", "hx", hx, x, batched)
+  local b = self.bias_ih ~= nil and self.bias_ih + self.bias_hh or nil
+  local h2 = rnn_step(F.linear(x, self.weight_ih, b), h, self.weight_hh:t(), self.mode == "RNN_RELU")
+  return batched and h2 or h2:squeeze(1)
+end
+
+--- nn.LSTMCell(input_size, hidden_size[, {bias = true, dtype, device}])
+--- One step of nn.LSTM: cell(x[, {h, c}]) -> h', c' for x (N, in) or (in).
+local LSTMCell = CellBase:extend("LSTMCell")
+nn.LSTMCell = LSTMCell
+function LSTMCell:__init(input_size, hidden_size, opts) cell_init(self, "LSTMCell", "LSTM", input_size, hidden_size, opts) end
+function LSTMCell:forward(x, hx)
+  local batched
+  x, batched = cell_input(self, "LSTMCell", x)
+  if hx ~= nil and (type(hx) ~= "table" or is_tensor(hx)) then args.argerr(2, "LSTMCell", "table {h, c}", hx) end
+  local h = cell_state(self, "LSTMCell", "h", hx and hx[1], x, batched)
+  local c = cell_state(self, "LSTMCell", "c", hx and hx[2], x, batched)
+  local b = self.bias_ih ~= nil and self.bias_ih + self.bias_hh or nil
+  local h2, c2 = lstm_step(F.linear(x, self.weight_ih, b), h, c, self.weight_hh:t(), self.hidden_size)
+  if batched then return h2, c2 end
+  return h2:squeeze(1), c2:squeeze(1)
+end
+
+--- nn.GRUCell(input_size, hidden_size[, {bias = true, dtype, device}])
+--- One step of nn.GRU: cell(x[, h]) -> h' for x (N, in) or (in).
+local GRUCell = CellBase:extend("GRUCell")
+nn.GRUCell = GRUCell
+function GRUCell:__init(input_size, hidden_size, opts) cell_init(self, "GRUCell", "GRU", input_size, hidden_size, opts) end
+function GRUCell:forward(x, hx)
+  local batched
+  x, batched = cell_input(self, "GRUCell", x)
+  local h = cell_state(self, "GRUCell", "hx", hx, x, batched)
+  local h2 = gru_step(F.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh:t(), self.bias_hh, self.hidden_size)
+  return batched and h2 or h2:squeeze(1)
+end
+
+return { RNN = nn.RNN, LSTM = nn.LSTM, GRU = nn.GRU, RNNCell = nn.RNNCell, LSTMCell = nn.LSTMCell,
+  GRUCell = nn.GRUCell, utils_rnn = utils_rnn }
