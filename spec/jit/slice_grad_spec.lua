@@ -1,7 +1,8 @@
 -- The gradients of slices (jit_autograd.c, "Gradients of slices"): a tensor
 -- read through many slices gets their gradients joined by one cat (zeros in
 -- the gaps, equal ranges summed, overlaps through slice_scatter), eagerly and
--- while traced, with the values of the slice rule; and compiled kernels that
+-- while traced, with the values of the slice rule; a matrix used by many
+-- products gets its gradient as one matmul over all their rows; and compiled kernels that
 -- differ only in where they read a buffer share their code (cg.h, "Buffer
 -- bases"), so a loop over x[t] compiles its step kernel once.
 local tide = require "tide"
@@ -79,6 +80,53 @@ describe("gradients of slices", function()
     local want = {}
     for t = 1, 70 do want[t] = { 3 * t, 3 * t } end
     H.close(x.grad, want, 1e-12)
+  end)
+end)
+
+describe("gradients of a matrix used by many products", function()
+  it("are one matmul over all the products' rows, with the rule's values", function()
+    local T = 12
+    local W = H.rand64({ 8, 6 })                                  -- (out, in), as a Linear
+    local function loop(w, x, transposed)
+      local m = transposed and w:t() or w:t():contiguous()        -- x W^T through a view, or a copy
+      local h = tide.zeros(4, 6, F64)
+      for t = 1, T do h = (x[t] + h:matmul(m):narrow(2, 1, 6) * 0.5):tanh() end
+      return h
+    end
+    for _, transposed in ipairs { false, true } do
+      local x = H.rand64({ T, 4, 6 })
+      H.gradcheck(function(w, xx) return loop(w * 1, xx, transposed) end, { W, x })
+      local n
+      n = calls(function() loop(W * 1, x, transposed):sum():backward() end)
+      -- T products: T matmuls forward, T - 1 backward for h (the first h needs none), one for W
+      assert.equal(T + (T - 1) + 1, n.matmul, "transposed " .. tostring(transposed))
+      -- the same value as separate weights per step (no joining)
+      W.grad = nil
+      loop(W * 1, x, transposed):sum():backward()
+      local joined = W.grad:clone()
+      local Ws, h = {}, tide.zeros(4, 6, F64)
+      for t = 1, T do
+        Ws[t] = W:detach():clone():requires_grad_()
+        local m = transposed and Ws[t]:t() or Ws[t]:t():contiguous()
+        h = (x[t] + h:matmul(m):narrow(2, 1, 6) * 0.5):tanh()
+      end
+      h:sum():backward()
+      local sum = Ws[1].grad
+      for t = 2, T do sum = sum + Ws[t].grad end
+      H.close(joined, sum, 1e-12)
+      assert.is_true(joined:is_contiguous() or transposed == false)
+    end
+  end)
+
+  it("second derivatives through the joined products (create_graph)", function()
+    local W, x = H.rand64({ 3, 3 }), H.rand64({ 5, 2, 3 })
+    H.gradcheck(function(w) return tide.enable_grad(function()
+      local m = w * 1
+      local h = tide.zeros(2, 3, F64)
+      for t = 1, 5 do h = (x[t] + h:matmul(m)):tanh() end
+      local g = tide.autograd.grad(h:sum(), m, { create_graph = true })[1]
+      return (g * g):sum()
+    end) end, { W })
   end)
 end)
 

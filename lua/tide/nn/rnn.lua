@@ -13,9 +13,8 @@ steps is one matmul, X (N, in) W_ih^T + b, N the rows of all steps (T*B, or
 the rows of a packed sequence); then each step is one matmul h W_hh^T added
 to its rows of that projection, and the gate math (under tide.compile one
 fused kernel per step). A step reads its rows as a slice: autograd joins the
-gradients of the T slices into one cat (jit_autograd.c). W_hh^T is made
-contiguous once per call, so the per-step gradients of it add up
-contiguously and are transposed once.
+gradients of the T slices into one cat, and the T products' gradients of
+W_hh into one matmul over all steps' rows (jit_autograd.c).
 Packed sequences are sorted by length, so the batch sizes decrease with time:
 step t updates the first b_t rows of the state and keeps the others (their
 sequences have ended); the reverse direction runs the same rows backwards,
@@ -387,7 +386,7 @@ function RNNBase:_direction(X, bs, off, sfx, h, c, reverse)
   local H, mode = self.hidden_size, self.mode
   local wih, whh = self["weight_ih" .. sfx], self["weight_hh" .. sfx]
   local bih, bhh = self["bias_ih" .. sfx], self["bias_hh" .. sfx]
-  local WT = whh:t():contiguous()
+  local WT = whh:t()
   local xp
   if mode == "GRU" then xp = F.linear(X, wih, bih)                  -- b_hh goes with h W_hh^T
   else xp = F.linear(X, wih, bih ~= nil and bih + bhh or nil) end
