@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/lstm.sh -- nn.LSTM (seq 64, batch 32, input and hidden 256, float32)
-# forward and forward+backward: tide eager, tide compiled and PyTorch, one
-# process each, back to back in every round (the ratios are taken within a
+# forward and forward+backward: tide eager, tide compiled and PyTorch (with
+# and without oneDNN), one process each, back to back in every round (the ratios are taken within a
 # round: the machine is shared and noisy), then the medians over the rounds.
 #   sh bench/lstm.sh                        5 rounds at 2 threads
 #   BENCH_ROUNDS=3 BENCH_PY=/path/to/python sh bench/lstm.sh
@@ -34,23 +34,26 @@ while [ $r -le "$ROUNDS" ]; do
     sed "s/^/$r\t/" >> "$REC"
   r=$((r + 1))
 done
-# the table: medians over rounds of each median, and of the per-round ratios tide / PyTorch
+# the table: medians over rounds of each median, and of the per-round ratios
+# tide / PyTorch (oneDNN's LSTM) and tide / PyTorch without oneDNN (ATen's own)
 awk -F'\t' '
   { key = $3 "\t" $4; v[key, $1] = $5; keys[key] = 1; if ($4 == "pytorch") tv = $9 }
   function median(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+  function ratio(w, m, peer,   r, k, b) { k = 0
+    for (r = 1; r <= '"$ROUNDS"'; r++) if ((w "\t" m, r) in v && (w "\t" peer, r) in v) b[++k] = v[w "\t" m, r] / v[w "\t" peer, r]
+    return k ? sprintf("%.2fx", median(b, k)) : "" }
   END {
-    printf "%-18s %-9s %12s %16s\n", "LSTM (64x32x256)", "mode", "median ms", "tide / PyTorch"
+    printf "%-18s %-15s %10s %12s %14s\n", "LSTM 64x32x256", "mode", "median ms", "/ PyTorch", "/ PyTorch-nat."
     split("forward forward+backward", ws, " ")
-    split("eager compiled pytorch", ms, " ")
-    for (w = 1; w <= 2; w++) for (m = 1; m <= 3; m++) {
+    split("eager compiled pytorch pytorch-native", ms, " ")
+    for (w = 1; w <= 2; w++) for (m = 1; m <= 4; m++) {
       key = ws[w] "\t" ms[m]; if (!(key in keys)) continue
-      n = 0; k = 0
-      for (r = 1; r <= '"$ROUNDS"'; r++) if ((key, r) in v) {
-        a[++n] = v[key, r]
-        if ((ws[w] "\tpytorch", r) in v) b[++k] = v[key, r] / v[ws[w] "\tpytorch", r]
-      }
-      printf "%-18s %-9s %12.1f %16s\n", ws[w], ms[m], median(a, n), (ms[m] != "pytorch" && k) ? sprintf("%.2fx", median(b, k)) : ""
+      n = 0; delete a
+      for (r = 1; r <= '"$ROUNDS"'; r++) if ((key, r) in v) a[++n] = v[key, r]
+      t = m <= 2
+      printf "%-18s %-15s %10.1f %12s %14s\n", ws[w], ms[m], median(a, n), t ? ratio(ws[w], ms[m], "pytorch") : "",
+        t ? ratio(ws[w], ms[m], "pytorch-native") : ""
     }
     if (tv) print "PyTorch " tv
   }' "$REC"
