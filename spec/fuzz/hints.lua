@@ -367,13 +367,74 @@ H["cmdline.parse"] = { args = { "lit{{}|{[0] = \"x.lua\"}}", "one{=({{\"n\", 1, 
 H["profiler.profile"] = { args = { "fn", "opts{record_shapes=bool}", "t*" } }
 H["profiler.record_function"] = { args = { "one{str|lit{\"step\"}}", "fn", "t*" } }
 
+-- -- the recurrent layers and attention (lua/tide/nn/rnn.lua, transformer.lua) ---------------
+
+local rnn_opts = "opts{num_layers=one{lit{1|2}|size},bias=bool,batch_first=bool,dropout=prob,bidirectional=bool,"
+  .. "proj_size=one{lit{0}|int},dtype=dtype,device=device}"
+local seq_in = "one{=tide.randn(4, 2, a1)|=tide.randn(4, a1)|=tide.randn(2, 4, a1)|t}"
+for _, n in ipairs { "LSTM", "GRU", "RNN" } do
+  H["nn." .. n] = { args = { "one{lit{3}|size}", "one{lit{4}|size}", n == "RNN" and
+    rnn_opts:gsub("}$", ",nonlinearity=one{lit{\"tanh\"|\"relu\"}|str}}") or rnn_opts },
+    fwd = { seq_in, n == "LSTM" and "one{nil|=({tide.zeros(1, 2, a2), tide.zeros(1, 2, a2)})|=tide.zeros(1, 2, a2)|any}"
+      or "one{nil|=tide.zeros(1, 2, a2)|=tide.zeros(2, 4, a2)|any}" } }
+end
+H["nn.RNNBase"] = { args = { "one{lit{\"LSTM\"|\"GRU\"|\"RNN_TANH\"|\"RNN_RELU\"}|str}", "one{lit{3}|size}", "one{lit{4}|size}",
+  rnn_opts }, fwd = { "one{=tide.randn(4, 2, a2)|t}" }, inst = "tide.nn.LSTM(3, 4)" }
+local cell_in = "one{=tide.randn(2, a1)|=tide.randn(a1)|t}"
+H["nn.LSTMCell"] = { args = { "one{lit{3}|size}", "one{lit{4}|size}", layer_opts },
+  fwd = { cell_in, "one{nil|=({tide.zeros(2, a2), tide.zeros(2, a2)})|=tide.zeros(2, a2)|any}" } }
+H["nn.GRUCell"] = { args = { "one{lit{3}|size}", "one{lit{4}|size}", layer_opts }, fwd = { cell_in, "one{nil|=tide.zeros(2, a2)|any}" } }
+H["nn.RNNCell"] = { args = { "one{lit{3}|size}", "one{lit{4}|size}", "opts{bias=bool,nonlinearity=one{lit{\"tanh\"|\"relu\"}|str},dtype=dtype}" },
+  fwd = { cell_in, "one{nil|=tide.zeros(2, a2)|any}" } }
+H["nn.RNNCellBase"] = { args = { "one{lit{3}|size}", "one{lit{4}|size}", "one{bool|any}", "one{lit{4}|int}", "opts{dtype=dtype}" },
+  fwd = { "t" }, inst = "tide.nn.GRUCell(3, 4)" }
+local mha_fwd = "opts{key_padding_mask=one{=tide.zeros(2, 5):gt(0)|tb|t},need_weights=bool,attn_mask=one{=tide.zeros(3, 5)|"
+  .. "=tide.zeros(3, 5):gt(0)|=tide.zeros(4, 3, 5)|t},average_attn_weights=bool,is_causal=bool}"
+H["nn.MultiheadAttention"] = { args = { "one{lit{4|8}|size}", "one{lit{1|2}|int}",
+  "opts{dropout=prob,bias=bool,add_bias_kv=bool,add_zero_attn=bool,kdim=one{lit{4|3}|size},vdim=one{lit{4|2}|size},batch_first=bool,dtype=dtype}" },
+  fwd = { "one{=tide.randn(3, 2, a1)|t}", "one{=tide.randn(5, 2, a1)|t}", "one{=tide.randn(5, 2, a1)|t}", mha_fwd },
+  inst = "tide.nn.MultiheadAttention(4, 2)" }
+local tf_opts = "opts{dim_feedforward=one{lit{8}|size},dropout=prob,activation=one{lit{\"relu\"|\"gelu\"}|str|fn},"
+  .. "layer_norm_eps=num,batch_first=bool,norm_first=bool,bias=bool,dtype=dtype}"
+local src4 = "one{=tide.randn(3, 2, 4)|=tide.randn(3, 4)|t}"
+local enc_fwd = "one{nil|opts{src_mask=one{=tide.zeros(3, 3)|t},src_key_padding_mask=one{=tide.zeros(2, 3):gt(0)|t},is_causal=bool}|t}"
+local dec_fwd = "one{nil|opts{tgt_mask=one{=tide.zeros(3, 3)|t},memory_mask=one{=tide.zeros(3, 5)|t},"
+  .. "tgt_key_padding_mask=one{=tide.zeros(2, 3):gt(0)|t},memory_key_padding_mask=one{=tide.zeros(2, 5):gt(0)|t},"
+  .. "tgt_is_causal=bool,memory_is_causal=bool}|t}"
+H["nn.TransformerEncoderLayer"] = { args = { "one{lit{4}|size}", "one{lit{2}|int}", tf_opts }, fwd = { src4, enc_fwd } }
+H["nn.TransformerDecoderLayer"] = { args = { "one{lit{4}|size}", "one{lit{2}|int}", tf_opts },
+  fwd = { src4, "one{=tide.randn(5, 2, 4)|t}", dec_fwd } }
+H["nn.TransformerEncoder"] = { args = { "one{=tide.nn.TransformerEncoderLayer(4, 2, {dim_feedforward = 8})|mod|any}", "one{lit{1|2}|int}",
+  "opts{norm=one{=tide.nn.LayerNorm(4)|mod|any},enable_nested_tensor=bool,mask_check=bool}" },
+  fwd = { src4, "one{nil|opts{mask=one{=tide.zeros(3, 3)|t},src_key_padding_mask=one{=tide.zeros(2, 3):gt(0)|t},is_causal=bool}|t}" } }
+H["nn.TransformerDecoder"] = { args = { "one{=tide.nn.TransformerDecoderLayer(4, 2, {dim_feedforward = 8})|mod|any}", "one{lit{1|2}|int}",
+  "opts{norm=one{=tide.nn.LayerNorm(4)|mod|any}}" }, fwd = { src4, "one{=tide.randn(5, 2, 4)|t}", dec_fwd } }
+H["nn.Transformer"] = { args = { "opts{d_model=lit{4},nhead=one{lit{1|2}|int},num_encoder_layers=lit{1},num_decoder_layers=lit{1},"
+  .. "dim_feedforward=lit{8},dropout=prob,activation=one{lit{\"relu\"|\"gelu\"}|str},batch_first=bool,norm_first=bool}" },
+  fwd = { "one{=tide.randn(5, 2, 4)|t}", src4, "one{nil|opts{tgt_mask=one{=tide.zeros(3, 3)|t},src_key_padding_mask=one{=tide.zeros(2, 5):gt(0)|t}}}" },
+  inst = "tide.nn.Transformer({d_model = 4, nhead = 2, num_encoder_layers = 1, num_decoder_layers = 1, dim_feedforward = 8})" }
+H["nn.Transformer.generate_square_subsequent_mask"] = { static = true, args = { "one{int|size}", "opts{device=device,dtype=dtype}" } }
+local padded = "one{=tide.randn(5, 3, 2)|=tide.randn(3, 5, 2)|t}"
+local lengths = "one{lit{{5, 3, 2}|{2, 5, 3}|{0, 1, 2}|{6, 1, 1}|{1}}|=tide.long({5, 2, 2})|t|any}"
+H["utils.rnn.pack_padded_sequence"] = { args = { padded, lengths, "opts{batch_first=bool,enforce_sorted=bool}" } }
+local packed = "=tide.nn.utils.rnn.pack_padded_sequence(tide.randn(5, 3, 2), {5, 3, 2})"
+H["utils.rnn.pad_packed_sequence"] = { args = { "one{" .. packed .. "|t|any}", "opts{batch_first=bool,padding_value=num,total_length=int}" } }
+local seqs = "one{=({tide.randn(3, 2), tide.randn(1, 2)})|=({tide.randn(2), tide.randn(4)})|lit{{}}|tlist|any}"
+H["utils.rnn.pad_sequence"] = { args = { seqs, "opts{batch_first=bool,padding_value=num,padding_side=one{lit{\"left\"|\"right\"}|str}}" } }
+H["utils.rnn.pack_sequence"] = { args = { seqs, "opts{enforce_sorted=bool}" } }
+H["utils.rnn.PackedSequence"] = { args = { "one{=tide.randn(6, 2)|t}", "one{lit{{3, 2, 1}|{2, 3}|{}|{0}}|=tide.long({3, 3})|any}",
+  "one{nil|=tide.long({2, 1, 3})|ti}", "one{nil|ti}" } }
+
 -- objects that only a function returns: their methods, on one made by `self`
 H.objects = {
+  ["utils.rnn.PackedSequence"] = { self = packed, methods = { "to", "is_packed" } },
   ["profiler.Report"] = { self = "=(tide.profiler.profile(function() return (tide.randn(3, 4) + 1):sum() end, {record_shapes = true}))",
     methods = { "key_averages", "table", "export_chrome_trace" } },
 }
 H["profiler.Report.table"] = { self = H.objects["profiler.Report"].self,
   args = { "opts{sort_by=lit{\"self_time\"|\"total_time\"|\"calls\"|\"bytes\"|\"name\"|\"x\"},limit=int,kind=str,print=bool}" } }
 H["profiler.Report.export_chrome_trace"] = { self = H.objects["profiler.Report"].self, args = { "path" } }
+H["utils.rnn.PackedSequence.to"] = { self = packed, args = { "one{dtype|device|any}" } }
+H["utils.rnn.PackedSequence.is_packed"] = { self = packed, args = { "one{any|" .. packed .. "}" } }
 
 return H

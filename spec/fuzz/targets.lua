@@ -132,6 +132,7 @@ function M.enumerate(tide)
   module_funcs("F.", "tide.nn.functional.", nn.functional)
   module_funcs("init.", "tide.nn.init.", nn.init)
   module_funcs("utils.", "tide.nn.utils.", nn.utils)
+  module_funcs("utils.rnn.", "tide.nn.utils.rnn.", nn.utils.rnn)
 
   -- classes whose instances come from calling the class table (optim, data)
   local function classes(prefix, path, tbl, bases)

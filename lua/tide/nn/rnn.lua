@@ -324,8 +324,8 @@ end
 
 -- -- RNNBase: RNN, LSTM, GRU ----------------------------------------------------------------
 
---- nn.RNNBase
---- The base class of RNN, LSTM and GRU (their parameters, forward and printed form).
+--- nn.RNNBase(mode, input_size, hidden_size[, opts])
+--- The base class of RNN, LSTM and GRU: mode "LSTM", "GRU", "RNN_TANH" or "RNN_RELU" (as PyTorch's); opts as nn.LSTM's.
 local RNNBase = nn.Module:extend("RNNBase")
 nn.RNNBase = RNNBase
 
@@ -361,6 +361,13 @@ local function base_init(self, name, mode, input_size, hidden_size, opts, extra)
     end
   end
   self:reset_parameters()
+end
+
+function RNNBase:__init(mode, input_size, hidden_size, opts)
+  if type(mode) ~= "string" or GATES[mode] == nil then
+    raise(("RNNBase: mode must be 'LSTM', 'GRU', 'RNN_TANH' or 'RNN_RELU', got %s"):format(tostring(mode)))
+  end
+  base_init(self, "RNNBase", mode, input_size, hidden_size, opts)
 end
 
 function RNNBase:reset_parameters()
@@ -552,18 +559,18 @@ function GRU:__init(input_size, hidden_size, opts) base_init(self, "GRU", "GRU",
 
 -- -- Cells ---------------------------------------------------------------------------------------
 
---- nn.RNNCellBase
---- The base class of RNNCell, LSTMCell and GRUCell.
+--- nn.RNNCellBase(input_size, hidden_size, bias, num_chunks[, {dtype, device}])
+--- The base class of RNNCell, LSTMCell and GRUCell: weight_ih (num_chunks * hidden_size, input_size), weight_hh and the biases.
 local CellBase = nn.Module:extend("RNNCellBase")
 nn.RNNCellBase = CellBase
 
-local function cell_init(self, name, mode, input_size, hidden_size, opts, extra)
+local function cell_init(self, name, mode, input_size, hidden_size, opts, extra, chunks)
   opts = args.opts(name, opts, "bias dtype device" .. (extra or ""), 3)
   self.mode = mode
   self.input_size = posint(name, input_size, 1, "input_size")
   self.hidden_size = posint(name, hidden_size, 2, "hidden_size")
   self.bias = opts.bias ~= false
-  local G = GATES[mode] * hidden_size
+  local G = (chunks or GATES[mode]) * hidden_size
   self.weight_ih = param({ G, input_size }, opts)
   self.weight_hh = param({ G, hidden_size }, opts)
   if self.bias then
@@ -573,6 +580,13 @@ local function cell_init(self, name, mode, input_size, hidden_size, opts, extra)
     self:register_parameter("bias_ih", nil); self:register_parameter("bias_hh", nil)
   end
   self:reset_parameters()
+end
+function CellBase:__init(input_size, hidden_size, bias, num_chunks, opts)
+  posint("RNNCellBase", num_chunks, 4, "num_chunks")
+  if bias ~= nil and type(bias) ~= "boolean" then args.argerr(3, "RNNCellBase", "boolean bias", bias) end
+  opts = args.opts("RNNCellBase", opts, "dtype device", 5)
+  cell_init(self, "RNNCellBase", nil, input_size, hidden_size, { bias = bias, dtype = opts.dtype, device = opts.device },
+    nil, num_chunks)
 end
 CellBase.reset_parameters = RNNBase.reset_parameters
 function CellBase:extra_repr()
