@@ -18,6 +18,10 @@ BLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
 LIBS    := -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lclblast -lOpenCL -lgccjit -ldl -lmvec -lm -lpthread
 LUAJIT  ?= luajit
 
+# the shared library is libtide.so.MAJOR (its SONAME) -> libtide.so.VERSION once installed
+VERSION := $(shell sed -n 's/^\#define TIDE_VERSION "\(.*\)"/\1/p' runtime/tide.h)
+SONAME  := libtide.so.$(firstword $(subst ., ,$(VERSION)))
+
 # build dir; the Lua side finds another one through TIDE_BUILD
 B ?= build
 
@@ -70,8 +74,10 @@ $(B)/obj/runtime/rt_optim%.o: CFLAGS += -fno-math-errno -fno-trapping-math -ffp-
 # -z nodelete: never unmapped once loaded; a host closing its Lua state (which
 # collects the FFI library object) must not pull the code from under the
 # thread pool's workers
+# (build/libtide.so.MAJOR links to it: what programs linked with -ltide look for)
 $(B)/libtide.so: $(OBJ)
-	$(CC) -shared -Wl,-z,nodelete -o $@ $(OBJ) $(LIBS)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,nodelete -o $@ $(OBJ) $(LIBS)
+	ln -sf libtide.so $(B)/$(SONAME)
 
 $(B)/libtide.a: $(OBJ)
 	rm -f $@ && ar rcs $@ $(OBJ)   # afresh: objects of deleted sources must not linger
@@ -104,17 +110,57 @@ $(B)/c_host: examples/c_host.c $(B)/libtide.a runtime/tide.h
 	$(CC) $(OPT) -Iruntime $< $(B)/libtide.a $(LIBS) -o $@
 examples/c_host: $(B)/c_host
 
-# make install [PREFIX=/usr/local] [DESTDIR=]: the library, the header, and the
-# Lua modules with the FFI declarations as tide/cdef.lua (found on package.path)
-PREFIX ?= /usr/local
-LUADIR ?= $(PREFIX)/share/lua/5.1
+# a C program embedding LuaJIT and tide, feeding a Lua model its own arrays (examples/embed/)
+$(B)/embed_host: examples/embed/host.c runtime/tide.h $(B)/libtide.so
+	$(CC) $(OPT) -std=gnu11 -Wall -Wextra -Iruntime $(LUAJIT_CFLAGS) -DTIDE_LUA_DIR='"$(CURDIR)/lua"' \
+	  -DMODEL_SCRIPT='"$(CURDIR)/examples/embed/model.lua"' $< -o $@ -L$(B) -ltide $(LUAJIT_LIBS) -ldl -lm \
+	  -Wl,-rpath,'$$ORIGIN'
+examples/embed: $(B)/embed_host
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the versioned shared library (SONAME
+# libtide.so.MAJOR), libtide.a, tide.pc for pkg-config, the header, the Lua modules
+# (with the FFI declarations as tide/cdef.lua, on LuaJIT's default package.path
+# for /usr/local and /usr), the tide command (it finds ../lib and ../share/lua/5.1
+# from its own path) and the docs. make uninstall removes exactly these files.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+LUADIR  ?= $(PREFIX)/share/lua/5.1
+DOCDIR  ?= $(PREFIX)/share/doc/tide
+PCDIR   ?= $(LIBDIR)/pkgconfig
+LUA_TOP := $(notdir $(wildcard lua/tide/*.lua))
+LUA_NN  := $(notdir $(wildcard lua/tide/nn/*.lua))
+# what a static link (pkg-config --static) adds to -ltide
+LIBS_PRIVATE := $(LIBS)
+D := $(DESTDIR)
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(LUADIR)/tide/nn
-	install -m 644 $(B)/libtide.so $(B)/libtide.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 runtime/tide.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 lua/tide/*.lua $(DESTDIR)$(LUADIR)/tide/
-	install -m 644 lua/tide/nn/*.lua $(DESTDIR)$(LUADIR)/tide/nn/
-	install -m 644 $(B)/tide_cdef.lua $(DESTDIR)$(LUADIR)/tide/cdef.lua
+	install -d $(D)$(BINDIR) $(D)$(LIBDIR) $(D)$(PCDIR) $(D)$(INCDIR) $(D)$(LUADIR)/tide/nn $(D)$(DOCDIR)
+	install -m 755 $(B)/libtide.so $(D)$(LIBDIR)/libtide.so.$(VERSION)
+	ln -sf libtide.so.$(VERSION) $(D)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(D)$(LIBDIR)/libtide.so
+	install -m 644 $(B)/libtide.a $(D)$(LIBDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
+	  -e 's|@LIBS_PRIVATE@|$(LIBS_PRIVATE)|' tools/tide.pc.in > $(D)$(PCDIR)/tide.pc.tmp
+	chmod 644 $(D)$(PCDIR)/tide.pc.tmp && mv $(D)$(PCDIR)/tide.pc.tmp $(D)$(PCDIR)/tide.pc
+	install -m 644 runtime/tide.h $(D)$(INCDIR)/
+	install -m 644 $(addprefix lua/tide/,$(LUA_TOP)) $(D)$(LUADIR)/tide/
+	install -m 644 $(addprefix lua/tide/nn/,$(LUA_NN)) $(D)$(LUADIR)/tide/nn/
+	install -m 644 $(B)/tide_cdef.lua $(D)$(LUADIR)/tide/cdef.lua
+	install -m 755 $(B)/tide $(D)$(BINDIR)/tide
+	install -m 644 README.md doc/api.md $(D)$(DOCDIR)/
+	@[ -n "$(DESTDIR)" ] || ldconfig 2>/dev/null || true
+
+# the installed files by name (a file of the same name that install did not
+# put there is removed too, as with any make uninstall); the directories only
+# when tide's own and empty
+uninstall:
+	rm -f $(D)$(BINDIR)/tide $(D)$(LIBDIR)/libtide.so.$(VERSION) $(D)$(LIBDIR)/$(SONAME) $(D)$(LIBDIR)/libtide.so \
+	  $(D)$(LIBDIR)/libtide.a $(D)$(PCDIR)/tide.pc $(D)$(INCDIR)/tide.h $(D)$(LUADIR)/tide/cdef.lua \
+	  $(addprefix $(D)$(LUADIR)/tide/,$(LUA_TOP)) $(addprefix $(D)$(LUADIR)/tide/nn/,$(LUA_NN)) \
+	  $(D)$(DOCDIR)/README.md $(D)$(DOCDIR)/api.md
+	-rmdir $(D)$(LUADIR)/tide/nn $(D)$(LUADIR)/tide $(D)$(DOCDIR) 2>/dev/null
 	@[ -n "$(DESTDIR)" ] || ldconfig 2>/dev/null || true
 
 # the link flags of a program using libtide.a (specs and benches build C drivers with it)
@@ -187,7 +233,8 @@ clean:
 stats:
 	@wc -l runtime/*.[ch] jit/*.[ch] lua/tide/*.lua | sort -n | tail -25
 
-.PHONY: FORCE all deps doc test test-asan example tour fashion gpt lstm seed bench fuzz clean stats install examples/c_host \
+.PHONY: FORCE all deps doc test test-asan example tour fashion gpt lstm seed bench fuzz clean stats install uninstall \
+	examples/c_host examples/embed \
 	fuzz-deps fuzz-loaders fuzz-loaders-replay fuzz-loaders-merge
 
 # -- Loader fuzzing (FUZZING.md, "Loaders"): libFuzzer from clang 14 --------------------------

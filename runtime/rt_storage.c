@@ -206,7 +206,12 @@ void rt_storage_release(RtStorage *s)
 ** mapping; the mapping is unmapped when its last tensor dies. A file replaced
 ** by an atomic save (rename) keeps the old mapping valid. */
 
-struct td_mapping { int32_t refcount; int32_t pad; void *base; size_t len; };
+/* A mapping is also how a host's own memory joins (td_from_blob, blob = 1):
+** its release (if any) runs instead of munmap. */
+struct td_mapping {
+  int32_t refcount; int32_t blob; void *base; size_t len;
+  td_blob_release release; void *ctx;
+};
 
 TD_API td_mapping *td_map_fd(int fd, int64_t *size)
 {
@@ -217,7 +222,7 @@ TD_API td_mapping *td_map_fd(int fd, int64_t *size)
   if (base == MAP_FAILED) return rt_errp(TD_ERR_IO, "map: mmap failed: %s", strerror(errno));
   td_mapping *m = malloc(sizeof *m);
   if (!m) { munmap(base, (size_t)st.st_size); return rt_errp(TD_ERR_NOMEM, "map: out of memory"); }
-  m->refcount = 1; m->base = base; m->len = (size_t)st.st_size;
+  m->refcount = 1; m->blob = 0; m->base = base; m->len = (size_t)st.st_size; m->release = NULL; m->ctx = NULL;
   if (size) *size = (int64_t)st.st_size;
   return m;
 }
@@ -225,7 +230,8 @@ TD_API td_mapping *td_map_fd(int fd, int64_t *size)
 TD_API void td_mapping_release(td_mapping *m)
 {
   if (!m || __atomic_sub_fetch(&m->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
-  munmap(m->base, m->len);
+  if (!m->blob) munmap(m->base, m->len);
+  else if (m->release) m->release(m->base, m->ctx);
   free(m);
 }
 
@@ -251,4 +257,87 @@ TD_API td_tensor *td_from_mapping(td_mapping *m, int64_t offset, int ndim, const
   rt_tensor_contig_strides(ndim, size, t->strides);
   t->nelem = n; t->rt_storage = s; t->ptr = s->ptr;
   return t;
+}
+
+/* -- Host memory (td_from_blob) ----------------------------------------------------------
+** A tensor over memory the host owns, without a copy: the storage points into
+** it through a mapping whose release runs the host's callback once, when the
+** last tensor or view over it dies (on whichever thread drops it). The
+** allocator never sees the memory: nothing frees, caches or reuses it. Sizes
+** and strides count elements; strides must be >= 0 (0 repeats an element);
+** the storage spans the furthest element the strides reach. */
+
+TD_API td_tensor *td_from_blob(void *data, int ndim, const int64_t *size, const int64_t *strides, int dtype,
+                               td_blob_release release, void *ctx)
+{
+  if (dtype < 0 || dtype >= TD_DTYPE__MAX) return rt_errp(TD_ERR_DTYPE, "from_blob: bad dtype %d", dtype);
+  if (ndim < 0 || ndim > TD_MAX_DIMS || (ndim > 0 && !size))
+    return rt_errp(TD_ERR_SHAPE, "from_blob: bad ndim %d (0..%d, with sizes)", ndim, TD_MAX_DIMS);
+  int64_t es = rt_dtype_size(dtype), n = 1, last = 0;    /* last: offset of the furthest element */
+  for (int d = 0; d < ndim; d++) {
+    if (size[d] < 0) return rt_errp(TD_ERR_SHAPE, "from_blob: size %lld of dim %d is negative", (long long)size[d], d);
+    if (strides && strides[d] < 0)
+      return rt_errp(TD_ERR_ARG, "from_blob: stride %lld of dim %d is negative", (long long)strides[d], d);
+    if (size[d] && __builtin_mul_overflow(n, size[d], &n))
+      return rt_errp(TD_ERR_SHAPE, "from_blob: size overflows int64");
+    if (!size[d]) n = 0;
+  }
+  int64_t st[TD_MAX_DIMS];
+  if (strides) { if (ndim) memcpy(st, strides, (size_t)ndim * sizeof *st); }
+  else rt_tensor_contig_strides(ndim, size, st);
+  if (n > 0) {
+    for (int d = 0; d < ndim; d++) {
+      int64_t reach;
+      if (__builtin_mul_overflow(size[d] - 1, st[d], &reach) || __builtin_add_overflow(last, reach, &last))
+        return rt_errp(TD_ERR_SHAPE, "from_blob: strides reach beyond int64");
+    }
+  }
+  int64_t nbytes = 0;
+  if (n > 0 && __builtin_mul_overflow(last + 1, es, &nbytes))
+    return rt_errp(TD_ERR_SHAPE, "from_blob: the memory the strides span overflows int64");
+  if (n > 0 && !data) return rt_errp(TD_ERR_ARG, "from_blob: data is NULL");
+  if ((uintptr_t)data % (uintptr_t)es)
+    return rt_errp(TD_ERR_ARG, "from_blob: data %p is not aligned for %s (%lld bytes)", data, td_dtype_name(dtype),
+                   (long long)es);
+  td_mapping *m = malloc(sizeof *m);
+  RtStorage *s = m ? calloc(1, sizeof *s) : NULL;
+  td_tensor *t = s ? rt_tensor_alloc() : NULL;
+  if (!t) { free(s); free(m); return rt_errp(TD_ERR_NOMEM, "from_blob: out of memory"); }
+  m->refcount = 1; m->blob = 1; m->base = data; m->len = (size_t)nbytes; m->release = release; m->ctx = ctx;
+  s->refcount = 1; s->device_type = TD_CPU; s->nbytes = (size_t)nbytes; s->ptr = data; s->map = m;
+  rt_mem_add(TD_CPU, nbytes);
+  t->ndim = ndim; t->scalar_type = dtype; t->device_type = TD_CPU;
+  if (ndim) { memcpy(t->sizes, size, (size_t)ndim * sizeof *size); memcpy(t->strides, st, (size_t)ndim * sizeof *st); }
+  t->nelem = n; t->rt_storage = s; t->ptr = data;
+  return t;
+}
+
+/* Owners kept alive by a binding (tide.from_blob in Lua keeps a Lua value per
+** blob): td_blob_note is the release function, its ctx an id; the binding
+** collects the ids of released blobs with td_blob_released. */
+static pthread_mutex_t note_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t *note_ids;
+static int note_n, note_cap;
+
+TD_API void td_blob_note(void *data, void *ctx)
+{
+  (void)data;
+  pthread_mutex_lock(&note_mu);
+  if (note_n == note_cap) {
+    int cap = note_cap ? 2 * note_cap : 64;
+    int64_t *p = realloc(note_ids, (size_t)cap * sizeof *p);
+    if (p) { note_ids = p; note_cap = cap; }
+  }
+  if (note_n < note_cap) note_ids[note_n++] = (int64_t)(intptr_t)ctx;   /* else the owner is kept: safe */
+  pthread_mutex_unlock(&note_mu);
+}
+
+TD_API int td_blob_released(int64_t *ids, int max)
+{
+  pthread_mutex_lock(&note_mu);
+  int k = note_n < max ? note_n : max;
+  memcpy(ids, note_ids + (note_n - k), (size_t)k * sizeof *ids);
+  note_n -= k;
+  pthread_mutex_unlock(&note_mu);
+  return k;
 }

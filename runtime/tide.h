@@ -168,6 +168,18 @@ TD_API td_mapping *td_map_fd(int fd, int64_t *size);     /* the whole file; fd s
 TD_API const void *td_mapping_data(const td_mapping *m);
 TD_API td_tensor *td_from_mapping(td_mapping *m, int64_t offset, int ndim, const int64_t *size, int dtype);
 TD_API void td_mapping_release(td_mapping *m);
+/* A tensor over the host's own memory, without a copy (0-based strides in
+** elements, >= 0, or NULL for contiguous). tide never frees or caches that
+** memory: release(data, ctx) runs once when the last tensor or view over it
+** dies (NULL: nothing runs). On failure (NULL) release is not called and
+** the memory stays the caller's. data must be aligned for the dtype. */
+typedef void (*td_blob_release)(void *data, void *ctx);
+TD_API td_tensor *td_from_blob(void *data, int ndim, const int64_t *size, const int64_t *strides, int dtype,
+                               td_blob_release release, void *ctx);
+/* For bindings that keep an owner alive on their side: td_blob_note as the
+** release function records ctx (an id); td_blob_released pops up to max ids. */
+TD_API void td_blob_note(void *data, void *ctx);
+TD_API int td_blob_released(int64_t *ids, int max);
 TD_API td_tensor *td_scalar(double value, int dtype);      /* 0-dim tensor */
 TD_API td_tensor *td_wrap_number(double value);           /* 0-dim, promotes like a scalar */
 TD_API td_tensor *td_arange(double start, double stop, double step, int dtype);

@@ -8,20 +8,9 @@ local ffi = require "ffi"
 
 local M = {}
 
--- Locate the build: $TIDE_HOME, else the checkout this file lives in, else installed files.
-local here = debug.getinfo(1, "S").source:match("^@(.*)/lua/tide/core%.lua$")
-local home = os.getenv("TIDE_HOME") or here or "."
-local function readable(p) local f = io.open(p, "r"); if f then f:close() return true end end
-
-local build = os.getenv("TIDE_BUILD") or home .. "/build"     -- TIDE_BUILD: another build dir
-local cdef_path = build .. "/tide_cdef.lua"
-if not readable(cdef_path) then
-  cdef_path = package.searchpath("tide.cdef", package.path)
-  if not cdef_path then error("tide: build/tide_cdef.lua not found; run 'make' in " .. home, 0) end
-end
-ffi.cdef(dofile(cdef_path))
-local libpath = os.getenv("TIDE_LIB") or build .. "/libtide.so"
-if not readable(libpath) then libpath = "tide" end
+-- The declarations and the library: found from where these modules are (a
+-- checkout, an installed prefix, a game's folder), see tide.locate.
+local locate = require "tide.locate"
 
 -- OpenBLAS picks its kernels when it is loaded (with libtide, just below), from
 -- a CPU table: Debian's 0.3.21 does not know AMD's Zen 4/5 and falls back to
@@ -41,7 +30,8 @@ local function openblas_coretype()
   ffi.C.setenv("OPENBLAS_CORETYPE", "SkylakeX", 0)
 end
 openblas_coretype()
-local C = ffi.load(libpath)
+local C, libpath = locate.load(ffi)
+M.libpath = libpath
 
 -- When the Lua state closes (at exit), wait for the OpenCL queue before the
 -- process's exit handlers run: a driver (PoCL) still compiling or running a

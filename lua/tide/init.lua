@@ -486,6 +486,10 @@ end })
 function tide.compile(fn, opts) return require("tide.compile").compile(fn, opts) end
 tide.jit = setmetatable({}, { __index = function(t, k) return require("tide.compile")[k] end })
 
+-- memory that tide does not own, tensors from C (tide.blob)
+local blob = require "tide.blob"
+tide.from_blob, tide.from_ptr = blob.from_blob, blob.from_ptr
+
 -- checkpoints: safetensors and .npy (tide.serialize, loaded on first use)
 for _, n in ipairs { "save", "load", "save_npy", "load_npy" } do
   tide[n] = function(...) return require("tide.serialize")[n](...) end
