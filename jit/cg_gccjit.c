@@ -4,7 +4,7 @@
 ** or into a shared object for the disk cache (cg_cache.c).
 */
 #include "cg_emit.h"
-#include <libgccjit.h>
+#include "cg_gccjit_dl.h"     /* libgccjit through a table, loaded on first use */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -391,7 +391,8 @@ static void g_free(GE *g)
 int cg_jit_build(CgKernel *const *ks, int n, const char *path, CgKernelFn *fns)
 {
   GE g;
-  int vl = cg_host_lanes(), rc = 0;
+  int vl = cg_host_lanes(), rc = cg_gccjit_load();
+  if (rc) return rc;
   g_init(&g, vl);
   g.em.caps = cg_caps_host(vl);
   for (int i = 0; i < n && !rc; i++) rc = cg_walk(ks[i], &g.em);

@@ -27,11 +27,14 @@ pcall(ffi.cdef, "int isatty(int fd);")
 
 -- -- --version --------------------------------------------------------------------------------
 
--- libgccjit's version from the library itself, or why not
+-- libgccjit's version from the library itself (the file tide.compile would load:
+-- TIDE_GCCJIT or libgccjit.so.0), or why not
 local function gccjit_version()
   pcall(ffi.cdef, "int gcc_jit_version_major(void); int gcc_jit_version_minor(void); int gcc_jit_version_patchlevel(void);")
-  local ok, lib = pcall(ffi.load, "libgccjit.so.0")
-  if not ok then return "not found" end
+  local name = os.getenv("TIDE_GCCJIT")
+  if name == nil or name == "" then name = "libgccjit.so.0" end
+  local ok, lib = pcall(ffi.load, name)
+  if not ok then return "not found (" .. name .. "; tide.compile needs it, eager ops do not)" end
   local ok2, v = pcall(function()
     return ("%d.%d.%d"):format(lib.gcc_jit_version_major(), lib.gcc_jit_version_minor(), lib.gcc_jit_version_patchlevel())
   end)
