@@ -47,7 +47,7 @@ OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRC)) $(patsubst %.c,$(B)/obj/%.v3.o,$(RT_I
        $(patsubst %.c,$(B)/obj/%.v4.o,$(RT_ISA_FILES))
 HDR := $(wildcard runtime/*.h) $(wildcard jit/*.h) $(wildcard opencl/*.h)
 
-all: $(B)/libtide.so $(B)/libtide.a $(B)/tide_cdef.lua $(B)/tide
+all: $(B)/libtide.so $(B)/libtide.a $(B)/tide_cdef.lua $(B)/tide $(B)/tide_handle.so
 
 $(B)/obj/%.o: %.c $(HDR)
 	@mkdir -p $(dir $@)
@@ -103,6 +103,13 @@ $(B)/tide: tools/tide.c runtime/tide.h $(B)/tide_git.h $(B)/libtide.so
 	  tools/tide.c -o $@ -L$(B) -ltide $(LUAJIT_LIBS) -ldl -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' $(SAN_FLAGS)
 FORCE:
 
+# the handle shim (tools/tide_handle.c): a Lua C module making tensor handles as
+# userdata, loaded by tide.core beside libtide; linked with neither libtide nor
+# LuaJIT (the host process has the Lua API)
+$(B)/tide_handle.so: tools/tide_handle.c
+	@mkdir -p $(B)
+	$(CC) $(OPT) -std=gnu11 -Wall -Wextra -fPIC -shared $(LUAJIT_CFLAGS) $< -o $@
+
 # the API reference from the doc strings next to the code (spec/lua/doc_spec.lua checks it is current)
 doc:
 	$(LUAJIT) scripts/gen-doc.lua doc/api.md
@@ -120,7 +127,8 @@ $(B)/embed_host: examples/embed/host.c runtime/tide.h $(B)/libtide.so
 examples/embed: $(B)/embed_host
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the versioned shared library (SONAME
-# libtide.so.MAJOR), libtide.a, tide.pc for pkg-config, the header, the Lua modules
+# libtide.so.MAJOR), libtide.a, tide.pc for pkg-config, the header, the handle
+# shim (lib/lua/5.1/tide_handle.so, on LuaJIT's default cpath), the Lua modules
 # (with the FFI declarations as tide/cdef.lua, on LuaJIT's default package.path
 # for /usr/local and /usr), the tide command (it finds ../lib and ../share/lua/5.1
 # from its own path) and the docs. make uninstall removes exactly these files.
@@ -129,6 +137,7 @@ BINDIR  ?= $(PREFIX)/bin
 LIBDIR  ?= $(PREFIX)/lib
 INCDIR  ?= $(PREFIX)/include
 LUADIR  ?= $(PREFIX)/share/lua/5.1
+LUACDIR ?= $(LIBDIR)/lua/5.1
 DOCDIR  ?= $(PREFIX)/share/doc/tide
 PCDIR   ?= $(LIBDIR)/pkgconfig
 LUA_TOP := $(notdir $(wildcard lua/tide/*.lua))
@@ -138,11 +147,12 @@ LIBS_PRIVATE := $(LIBS)
 D := $(DESTDIR)
 
 install: all
-	install -d $(D)$(BINDIR) $(D)$(LIBDIR) $(D)$(PCDIR) $(D)$(INCDIR) $(D)$(LUADIR)/tide/nn $(D)$(DOCDIR)
+	install -d $(D)$(BINDIR) $(D)$(LIBDIR) $(D)$(PCDIR) $(D)$(INCDIR) $(D)$(LUADIR)/tide/nn $(D)$(LUACDIR) $(D)$(DOCDIR)
 	install -m 755 $(B)/libtide.so $(D)$(LIBDIR)/libtide.so.$(VERSION)
 	ln -sf libtide.so.$(VERSION) $(D)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(D)$(LIBDIR)/libtide.so
 	install -m 644 $(B)/libtide.a $(D)$(LIBDIR)/
+	install -m 755 $(B)/tide_handle.so $(D)$(LUACDIR)/
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' \
 	  -e 's|@LIBS_PRIVATE@|$(LIBS_PRIVATE)|' tools/tide.pc.in > $(D)$(PCDIR)/tide.pc.tmp
 	chmod 644 $(D)$(PCDIR)/tide.pc.tmp && mv $(D)$(PCDIR)/tide.pc.tmp $(D)$(PCDIR)/tide.pc
@@ -161,8 +171,9 @@ uninstall:
 	rm -f $(D)$(BINDIR)/tide $(D)$(LIBDIR)/libtide.so.$(VERSION) $(D)$(LIBDIR)/$(SONAME) $(D)$(LIBDIR)/libtide.so \
 	  $(D)$(LIBDIR)/libtide.a $(D)$(PCDIR)/tide.pc $(D)$(INCDIR)/tide.h $(D)$(LUADIR)/tide/cdef.lua \
 	  $(addprefix $(D)$(LUADIR)/tide/,$(LUA_TOP)) $(addprefix $(D)$(LUADIR)/tide/nn/,$(LUA_NN)) \
-	  $(D)$(DOCDIR)/README.md $(D)$(DOCDIR)/api.md
+	  $(D)$(DOCDIR)/README.md $(D)$(DOCDIR)/api.md $(D)$(LUACDIR)/tide_handle.so
 	-rmdir $(D)$(LUADIR)/tide/nn $(D)$(LUADIR)/tide $(D)$(DOCDIR) 2>/dev/null
+	-rmdir $(D)$(LUACDIR) $(D)$(LIBDIR)/lua 2>/dev/null
 	@[ -n "$(DESTDIR)" ] || ldconfig 2>/dev/null || true
 
 # the link flags of a program using libtide.a (specs and benches build C drivers with it)

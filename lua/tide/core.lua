@@ -128,18 +128,37 @@ M.pace = pace
 local stepmul = tonumber(os.getenv("TIDE_GC_STEPMUL") or "400")
 if stepmul and stepmul > 0 then collectgarbage("setstepmul", stepmul) end
 
--- A Lua tensor is a td_handle, a one-pointer struct owning one reference,
--- released by the C finalizer td_handle_free (a Lua __gc function calling C
--- from the GC costs ~3x more per tensor). A struct, not a bare pointer: the
--- FFI treats x + 1 and x[i] on a pointer as pointer arithmetic.
-local Handle = ffi.typeof("td_handle")
+-- A Lua tensor is a handle owning one reference, of one of two kinds with one
+-- layout (a td_tensor pointer) and one metatable's methods:
+--  * a full userdata made by the handle shim (tools/tide_handle.c, a small Lua
+--    C module beside libtide), released by its C __gc: LuaJIT finalizes
+--    userdata several times more cheaply than cdata, so one small op costs
+--    much less (bench/RESULTS.md);
+--  * without the shim (not found, or TIDE_HANDLES=ffi), a td_handle cdata, a
+--    one-pointer struct given ffi.gc(h, td_handle_free) (a C finalizer: a Lua
+--    __gc calling C costs ~3x more). A struct, not a bare pointer: the FFI
+--    treats x + 1 and x[i] on a pointer as pointer arithmetic.
+-- x.p reads the pointer either way (a field of the struct; the metatable's
+-- __index for the userdata), and M.ptr(x) reads it without a lookup.
+-- 0-dim tensors (scalars: a loss, x:sum(), x[i] of a vector) are always
+-- cdata: Lua 5.1 compares a userdata only with another userdata, and a cdata
+-- compares with anything through its metatable, so `loss < best` and
+-- `x:sum() > 0` keep working.
+local Handle, HP = ffi.typeof("td_handle"), ffi.typeof("td_handle *")
 M.Handle = Handle
-local handle_free, gc = C.td_handle_free, ffi.gc
+local handle_free, gc, cast = C.td_handle_free, ffi.gc, ffi.cast
+local new_ud        -- the shim's constructor, once M.use_handles has loaded it
+local UMT = {}      -- the userdata handles' metatable (a fresh table until then: matches nothing)
+
+local FIELDS = ffi.typeof("td_tensor_fields *")
+
+function M.ptr(x) return cast(HP, x).p end
 
 -- A new reference from C becomes a handle; NULL raises the C error.
 function M.wrap(p)
   if p == nil then raise(M.last_error()) end
   pace()
+  if new_ud and cast(FIELDS, p).ndim ~= 0 then return new_ud(tonumber(cast("uintptr_t", p))) end
   return gc(Handle(p), handle_free)
 end
 
@@ -147,7 +166,27 @@ end
 function M.own(p)
   if p == nil then return nil end
   C.td_retain(p)
+  if new_ud and cast(FIELDS, p).ndim ~= 0 then return new_ud(tonumber(cast("uintptr_t", p))) end
   return gc(Handle(p), handle_free)
+end
+
+-- Called once the Tensor metatable is complete (init.lua): userdata handles
+-- through the shim when it loads, with a copy of mt (plus the shim's __gc);
+-- returns "userdata" or "ffi" and, for "ffi", why.
+function M.use_handles(mt)
+  local mode = os.getenv("TIDE_HANDLES")
+  if mode == "ffi" then return "ffi", "TIDE_HANDLES=ffi" end
+  local path, tried = locate.find_shim(M.libpath)
+  if not path then return "ffi", "tide_handle.so not found (tried " .. table.concat(tried, ", ") .. ")" end
+  local open, err = package.loadlib(path, "luaopen_tide_handle")
+  if not open then return "ffi", "tide_handle.so did not load: " .. tostring(err) end
+  local umt = {}
+  for k, v in pairs(mt) do umt[k] = v end
+  local ok, new = pcall(function() return open()(umt, tonumber(cast("uintptr_t", C.td_release))) end)
+  if not ok then return "ffi", "tide_handle.so: " .. tostring(new) end
+  UMT, new_ud = umt, new
+  M.handle_mt = umt
+  return "userdata"
 end
 
 local istype = ffi.istype
@@ -155,6 +194,6 @@ local istype = ffi.istype
 -- checks that read values (label ranges, ...) are left to the kernels
 function M.tracing() return C.td_is_tracing() ~= 0 end
 
-function M.is_tensor(x) return type(x) == "cdata" and istype(Handle, x) end
+function M.is_tensor(x) return getmetatable(x) == UMT or (type(x) == "cdata" and istype(Handle, x)) end
 
 return M

@@ -316,7 +316,7 @@ end
 local function lookup_path(path)
   local v = _G
   for part in path:gmatch("[^.]+") do
-    if type(v) == "table" or type(v) == "cdata" then
+    if type(v) == "table" or type(v) == "cdata" or type(v) == "userdata" then
       local ok, r = pcall(function() return v[part] end)
       v = ok and r or nil
     else return nil end

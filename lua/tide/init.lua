@@ -454,6 +454,8 @@ tensor.index_get = require("tide.index").get
 tensor.index_set = require("tide.index").set
 tensor.tostring = require("tide.print").tostring
 ffi.metatype(core.Handle, tensor.mt)
+-- userdata handles through the shim (tools/tide_handle.c) when it loads, else ffi.gc handles
+core.handles, core.handles_why = core.use_handles(tensor.mt)
 
 -- tide.exp(x), tide.add(a, b), ... for every method that takes the tensor first.
 -- The function form checks its first argument (a method call always has a

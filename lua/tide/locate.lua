@@ -8,7 +8,7 @@ from where the Lua modules themselves are:
   copied into a    <dir>/tide/*.lua          <dir>/tide/cdef.lua or       <dir>/libtide.so, <dir>/lib/,
   game or a tool                             <dir>/build/tide_cdef.lua    <dir>/build/
 
-Settings first: package.loaded["tide.paths"] = { lib = ..., cdef = ... } set
+Settings first: package.loaded["tide.paths"] = { lib = ..., cdef = ..., handle = ... } set
 before require "tide" (a host or a game that keeps the files elsewhere), then
 TIDE_LIB / TIDE_BUILD / TIDE_HOME. Inside LÖVE the modules' real directory
 comes from love.filesystem; a .love archive is read through love.filesystem
@@ -128,6 +128,25 @@ function M.load(ffi)
   error(("tide: cannot find libtide.so; tried: %s. Build tide with 'make', install it with 'make install', "
     .. "or set package.loaded[\"tide.paths\"] = { lib = \".../libtide.so\" } before require \"tide\"")
     :format(table.concat(tried, ", ")), 0)
+end
+
+-- The handle shim (tools/tide_handle.c): beside the library that was loaded
+-- (build/, or lib/lua/5.1/ under an installed prefix's lib/), then Lua's
+-- cpath. Returns its path, or nil and the paths tried.
+function M.find_shim(libpath)
+  local cfg = package.loaded["tide.paths"]
+  local tried = {}
+  if type(cfg) == "table" and cfg.handle then add(tried, cfg.handle) end
+  local dir = libpath and libpath:match("^(.*)/[^/]+$")
+  if dir then
+    add(tried, dir .. "/tide_handle.so")
+    add(tried, dir .. "/lua/5.1/tide_handle.so")
+  end
+  for _, p in ipairs(tried) do if readable(p) then return p end end
+  local on_cpath = package.searchpath and package.searchpath("tide_handle", package.cpath)
+  if on_cpath then return on_cpath end
+  add(tried, "tide_handle on package.cpath")
+  return nil, tried
 end
 
 return M

@@ -1130,8 +1130,13 @@ end
 mt.__lt = function(a, b) return cmp_value(a, "<") < cmp_value(b, "<") end
 mt.__le = function(a, b) return cmp_value(a, "<=") <= cmp_value(b, "<=") end
 local function freed(k) raise(("Tensor used after free() (looking up '%s')"):format(tostring(k))) end
+-- x.p of a userdata handle comes here (a cdata handle has the field): the
+-- payload is the pointer, read through the td_handle layout (core.lua)
+local HP, cast = ffi.typeof("td_handle *"), ffi.cast
 mt.__index = function(x, k)
-  if x.p == nil and k ~= "free" then freed(k) end   -- a freed handle holds NULL; C must never see it
+  local p = cast(HP, x).p
+  if k == "p" then return p end
+  if p == nil and k ~= "free" then freed(k) end   -- a freed handle holds NULL; C must never see it
   local m = T[k]
   if m ~= nil then return m end
   local g = getters[k]
@@ -1140,7 +1145,8 @@ mt.__index = function(x, k)
   raise(("Tensor has no field or method '%s'"):format(tostring(k)), 2)
 end
 mt.__newindex = function(x, k, v)
-  if x.p == nil then freed(k) end
+  if k == "p" then cast(HP, x).p = v; return end         -- x:free() on a userdata handle
+  if cast(HP, x).p == nil then freed(k) end
   local s = setters[k]
   if s then return s(x, v) end
   if type(k) == "number" or type(k) == "table" or is_tensor(k) then return M.index_set(x, k, v) end

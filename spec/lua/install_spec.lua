@@ -64,7 +64,7 @@ describe("make install into a temporary PREFIX", function()
     assert.are.equal("libtide.so." .. version, (sh("readlink " .. lib .. "libtide.so." .. major):gsub("\n", "")))
     assert.are.equal("libtide.so." .. major, (sh("readlink " .. lib .. "libtide.so"):gsub("\n", "")))
     assert.matches("SONAME%)%s+Library soname: %[libtide%.so%." .. major .. "%]", sh("readelf -d " .. lib .. "libtide.so"))
-    for _, p in ipairs { "lib/libtide.a", "include/tide.h", "bin/tide", "share/lua/5.1/tide/init.lua",
+    for _, p in ipairs { "lib/libtide.a", "lib/lua/5.1/tide_handle.so", "include/tide.h", "bin/tide", "share/lua/5.1/tide/init.lua",
       "share/lua/5.1/tide/cdef.lua", "share/lua/5.1/tide/nn/init.lua", "share/doc/tide/README.md",
       "share/doc/tide/api.md" } do
       assert.is_truthy(io.open(prefix .. "/" .. p), p .. " is not installed")
@@ -92,6 +92,18 @@ describe("make install into a temporary PREFIX", function()
     assert.matches("sum = %-?[%d.e+-]+", out)
   end)
 
+  it("builds and runs the README's td_from_blob example", function()
+    local code = readme_blocks("/* blob.c")
+    assert.is_truthy(code, "README.md has no code block starting with /* blob.c")
+    local dir = root .. "/readme-blob"
+    sh("mkdir -p " .. dir)
+    local f = io.open(dir .. "/blob.c", "w"); f:write(code.body, "\n"); f:close()
+    local out, rc = outside(pc_env .. " " .. lib_env,
+      "cd " .. dir .. " && cc blob.c $(pkg-config --cflags --libs tide) -o blob && ./blob")
+    assert.are.equal(0, rc, out)
+    assert.are.equal("out[1][2] = 403.429\nreleased out\nreleased in\n", out)
+  end)
+
   it("runs examples/embed built against the install with pkg-config", function()
     local lua = prefix .. "/share/lua/5.1"
     local env = ("%s %s LUA_PATH='%s/?.lua;%s/?/init.lua;;'"):format(pc_env, lib_env, lua, lua)
@@ -104,10 +116,11 @@ describe("make install into a temporary PREFIX", function()
   it("loads with require \"tide\" from share/lua/5.1 with no TIDE_* variables", function()
     local lua = prefix .. "/share/lua/5.1"
     local script = [[local tide = require "tide"; io.write(tostring(tide.arange(6):view(2, 3):sum(2):totable()[2]),
-      " ", require("tide.core").libpath)]]
+      " ", require("tide.core").libpath, " ", require("tide.core").handles)]]
     local out, rc = outside(("LUA_PATH='%s/?.lua;%s/?/init.lua;;'"):format(lua, lua), "luajit -e " .. quote(script))
     assert.are.equal(0, rc, out)
-    local v, libpath = out:match("^(%S+) (%S+)$")
+    local v, libpath, handles = out:match("^(%S+) (%S+) (%S+)$")
+    assert.are.equal("userdata", handles, "the handle shim is found in lib/lua/5.1")
     assert.are.equal("12", v, out)
     assert.are.equal(prefix .. "/lib", (libpath:gsub("/share/lua/5%.1/%.%./%.%./%.%./lib", "/lib"):match("^(.*)/[^/]+$")))
   end)

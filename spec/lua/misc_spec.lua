@@ -210,7 +210,16 @@ describe("comparison operators", function()
     assert.is_true(x[1] <= 1.5 and x[1] < x[2] and 1 < x[1])
     local ok, err = pcall(function() return x > 0 end)
     assert.is_false(ok)
-    assert.truthy(err:find("no single truth value", 1, true))
+    -- a tensor with dims is a userdata handle when the shim is loaded (core.lua),
+    -- and Lua compares a userdata only with a userdata: its own error, not ours
+    if require("tide.core").handles == "userdata" then
+      assert.truthy(err:find("attempt to compare number with userdata", 1, true), err)
+    else
+      assert.truthy(err:find("no single truth value", 1, true), err)
+    end
+    ok, err = pcall(function() return x > x end)
+    assert.is_false(ok)
+    assert.truthy(err:find("no single truth value", 1, true), err)
     ok, err = pcall(function() return x[1] < "a" end)
     assert.is_false(ok)
     assert.truthy(err:find("compare a tensor with a string", 1, true))
