@@ -75,7 +75,6 @@ local function enter(s, text, want, timeout)
 end
 
 describe("the REPL", function()
-  teardown(function() os.execute(("rm -rf %q"):format(tmpdir)) end)
   local s
   setup(function()
     assert(sh("tmux -V"):match("^tmux"), "tmux is needed (scripts/install-deps.sh installs it)")
@@ -83,7 +82,12 @@ describe("the REPL", function()
     s = session()
     s.wait("\n>", 10)
   end)
-  teardown(function() if s then s.kill() end end)
+  -- one teardown (busted keeps only the last one a block registers: the
+  -- session's tmux server outlived the run when there were two)
+  teardown(function()
+    if s then s.kill() end
+    os.execute(("rm -rf %q"):format(tmpdir))
+  end)
 
   it("prints results: tensors, sizes as [2, 3], tables one level deep", function()
     enter(s, "x = tide.ones(2, 3)")
