@@ -106,6 +106,10 @@ end
 -- GC pacing: Lua does not see C memory, so when the C live bytes have grown to
 -- twice what survived the last full collection (and at least 64 MiB) we
 -- collect. A loop of temporaries then stays within ~2x its steady state.
+-- What survives is at most the least live seen since: when live bytes fall
+-- (the incremental collector, x:free(), a collection the program asked for),
+-- the threshold follows them down, so a large working set that is gone no
+-- longer lets the next loop grow to twice its size.
 local live_bytes = C.td_live_bytes
 local MIN_GC = 64 * 2 ^ 20
 local next_gc = MIN_GC
@@ -114,6 +118,8 @@ local function pace()
   if live > next_gc then
     collectgarbage("collect")
     live = tonumber(live_bytes())
+    next_gc = math.max(2 * live, MIN_GC)
+  elseif 2 * live < next_gc and next_gc > MIN_GC then
     next_gc = math.max(2 * live, MIN_GC)
   end
 end

@@ -40,6 +40,26 @@ describe("memory", function()
   end)
   if H.asan then pending("the resident-size drift is not checked under ASan (its quarantine keeps freed memory)") end
 
+  it("a large working set that is gone does not raise the collection threshold for later loops", function()
+    -- 160 MiB live when the pacer collects: its threshold becomes 320 MiB
+    local big = {}
+    for i = 1, 40 do big[i] = tide.zeros(2 ^ 20) end
+    for _ = 1, 100 do local _ = tide.zeros(2 ^ 20) end
+    for i = 1, 40 do big[i]:free() end
+    big = nil
+    collectgarbage()
+    local base = tide.live_bytes()
+    -- big temporaries and little Lua garbage: only the pacer collects here
+    local peak = 0
+    for _ = 1, 600 do
+      local y = tide.zeros(2 ^ 18)                  -- 1 MiB
+      local live = tide.live_bytes()
+      if live > peak then peak = live end
+    end
+    assert.is_true(peak - base < 64 * MiB + 2 * base + 16 * MiB,
+      ("live bytes grew by %.1f MiB over a base of %.1f MiB"):format((peak - base) / MiB, base / MiB))
+  end)
+
   it("autograd temporaries are released with their graphs", function()
     collectgarbage()
     local base = tide.live_bytes()
