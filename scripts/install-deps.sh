@@ -11,7 +11,7 @@ for a in "$@"; do
 done
 PKGS="gcc make pkg-config binutils libc6-dev libgccjit-12-dev luajit libluajit-5.1-dev lua-busted \
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev qemu-user clang \
-libreadline8 tmux valgrind $EXTRA"
+libreadline8 tmux valgrind love xvfb xauth zip $EXTRA"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
