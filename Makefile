@@ -78,7 +78,7 @@ $(B)/obj/runtime/rt_optim%.o: CFLAGS += -fno-math-errno -fno-trapping-math -ffp-
 # bypasses its table fails here, not at run time)
 # (build/libtide.so.MAJOR links to it: what programs linked with -ltide look for)
 $(B)/libtide.so: $(OBJ)
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,nodelete -Wl,-z,defs -o $@ $(OBJ) $(LIBS)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,nodelete $(if $(SAN_FLAGS),,-Wl,-z,defs) -o $@ $(OBJ) $(LIBS)
 	ln -sf libtide.so $(B)/$(SONAME)
 
 $(B)/libtide.a: $(OBJ)

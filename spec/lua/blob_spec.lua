@@ -5,7 +5,7 @@
 local tide = require "tide"
 local ffi = require "ffi"
 local blob = require "tide.blob"
-local H = require "spec.helper"
+local H = require "helper"
 
 local function collect() for _ = 1, 4 do collectgarbage() end end
 
