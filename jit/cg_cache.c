@@ -244,6 +244,10 @@ static int fork_off(void)
 
 static int safe_build(CgKernel *const *ks, int n, const char *path)
 {
+  /* libgccjit is loaded here, once: each child inherits it (a missing one is
+  ** reported here, not from a child) */
+  int lrc = cg_gccjit_load();
+  if (lrc) return lrc;
   if (fork_off()) return cg_jit_build(ks, n, path, NULL);
   for (int attempt = 0; attempt < 2; attempt++) {
     int pfd[2];

@@ -173,6 +173,8 @@ char *cg_c_source_batch(CgKernel *const *ks, int n, int vlanes, int *rc);
 /* cg_gccjit.c: compile ks[0..n) in one libgccjit context, into the shared
 ** object `path`, or (path NULL) in memory, setting fns[i]. */
 int cg_jit_build(CgKernel *const *ks, int n, const char *path, CgKernelFn *fns);
+/* cg_gccjit_dl.c: 0 once libgccjit is loaded (on first use), else an error naming it */
+int cg_gccjit_load(void);
 /* libmvec name for function f ("expf") at lanes (NULL when none) */
 const char *cg_vec_fname(const char *f, int lanes, char *buf, size_t n);
 
