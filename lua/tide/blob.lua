@@ -103,12 +103,16 @@ function M.from_blob(ptr, size, opts)
   return wrap(t)
 end
 
+local tensor_ptr = ffi.typeof("td_tensor *")
+
 --- tide.from_ptr(p) -> Tensor
---- A td_tensor* from C (cdata or light userdata) as a Tensor with a reference of its own (the C side keeps its).
+--- A td_tensor* from C (a td_tensor * cdata, or a light userdata a C host pushed) as a Tensor with a reference of its own.
 function M.from_ptr(p)
-  if type(p) == "userdata" and getmetatable(p) == nil then p = ffi.cast("td_tensor *", p)
-  elseif type(p) ~= "cdata" or core.is_tensor(p) then args.argerr(1, "from_ptr", "td_tensor pointer", p)
-  else p = ffi.cast("td_tensor *", p) end
+  -- (a cdata of another type is refused: reading a random address as a tensor crashes)
+  if type(p) == "userdata" and getmetatable(p) == nil then p = ffi.cast(tensor_ptr, p)
+  elseif not (type(p) == "cdata" and ffi.istype(tensor_ptr, p)) then
+    args.argerr(1, "from_ptr", "td_tensor pointer", p)
+  end
   if p == nil then raise("from_ptr: the pointer is NULL") end
   return own(p)
 end

@@ -30,6 +30,16 @@ do
 end
 M.RAW = RAW
 
+-- A tensor with dims is a userdata handle (lua/tide/core.lua), and Lua 5.1 compares
+-- a userdata only with another userdata: the user's own `x < 1` on such a tensor
+-- raises Lua's error before any metamethod runs, by design (README, Memory model;
+-- 0-dim tensors are cdata and compare with numbers). Not a finding.
+local function userdata_compare(err)
+  if err:find("attempt to compare two userdata values", 1, true) then return true end  -- another kind of userdata
+  local a, b = err:match("attempt to compare (%a+) with (%a+)")
+  return a ~= nil and (a == "userdata") ~= (b == "userdata")
+end
+
 -- Classify the error `err` of a call whose call line is `call_line` in chunk "fuzz".
 -- Returns status ("setup": not reached; "err": a clean error) or a failure kind,
 -- and a detail string.
@@ -41,7 +51,7 @@ function M.classify(err, call_line)
   local tide_pos = err:match("(lua/tide/[%w_/]+%.lua:%d+:)")
   if tide_pos then return "internal", "points into tide (" .. tide_pos .. ")" end
   -- a raw error at an earlier line comes from the user's own code (a callback defined there)
-  if not line or line >= call_line then
+  if (not line or line >= call_line) and not (line == call_line and userdata_compare(err)) then
     for _, p in ipairs(RAW) do
       if err:find(p) then return "raw", "raw Lua/FFI error (" .. p .. ")" end
     end

@@ -116,6 +116,8 @@ H["tide.set_num_threads"] = { args = { "lit{1|2|0|-1|65|2^31|0/0|\"x\"|nil}" } }
 for _, n in ipairs { "no_grad", "enable_grad", "inference_mode" } do H["tide." .. n] = { args = { "fn", "t*" } } end
 H["tide.set_grad_enabled"] = { args = { "one{bool|any}" } }
 H["tide.is_tensor"] = { args = { "any" } }
+H["tide.from_blob"] = { skip = "takes a raw pointer and sizes: reading past the memory is the caller's to avoid, as with ffi.cast (spec/lua/blob_spec.lua checks its arguments)" }
+H["tide.from_ptr"] = { args = { "one{=t.p|=require(\"ffi\").new(\"int[2]\")|=require(\"ffi\").cast(\"td_tensor *\", nil)|any}" } }
 H["tide.compile"] = { args = { "fn", "opts{fallback=lit{\"eager\"|\"error\"|\"x\"},name=one{str|any},dynamic=one{bool|any}}" },
   post = { "local c1, c2 = tide.randn(3, 4), tide.randn(4, 3)", "print(o(c1, c2))", "print(o(tide.randn(0, 4), c2))",
     -- a call that yields inside a coroutine never resumed: its trace must not stay on

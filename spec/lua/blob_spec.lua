@@ -108,6 +108,8 @@ describe("tide.from_ptr", function()
     collect()
     assert.are.equal(21, y:sum():item())
     assert.matches("td_tensor pointer expected", select(2, pcall(tide.from_ptr, 3)))
+    -- a cdata of another type would be read as a tensor at a random address: refused
+    assert.matches("td_tensor pointer expected", select(2, pcall(tide.from_ptr, ffi.new("int[2]"))))
     assert.matches("NULL", select(2, pcall(tide.from_ptr, ffi.cast("td_tensor *", nil))))
   end)
 end)
