@@ -7,7 +7,9 @@ part per process, chosen with --only):
             call (td_live_bytes), td_op + td_release straight through the FFI
             (no handle, no GC), td_op + core.wrap (handle, finalizer, GC
             pacing) without the operator's Lua dispatch, and LuaJIT's cost of
-            a handle with a finalizer alone (a NULL handle given ffi.gc).
+            a handle with a finalizer alone: a NULL handle given ffi.gc
+            (op_fin), a NULL userdata handle of the handle shim (op_ud).
+            TIDE_HANDLES=ffi measures the library with cdata handles.
   --stepmul N  a what-if: collectgarbage("setstepmul", N) first (LuaJIT's
             default is 200; the library does not change it), the peer label
             says so.
@@ -141,6 +143,14 @@ if opt.only == "all" or opt.only == "op" then
     local null = ffi.cast("td_tensor *", nil)
     local function fin(n) for _ = 1, n do local h = ffi.gc(Handle(null), hfree) end end
     record("op_fin", "breakdown: empty handle + ffi.gc", time_loop(fin, opt.ops, opt.reps), opt.ops, "ns/op")
+    -- the same for a userdata handle of the handle shim (tools/tide_handle.c)
+    local shim = require("tide.locate").find_shim(core.libpath)
+    local open = shim and package.loadlib(shim, "luaopen_tide_handle")
+    if open then
+      local new = open()({}, tonumber(ffi.cast("uintptr_t", C.td_release)))
+      local function ud(n) for _ = 1, n do local h = new(0) end end
+      record("op_ud", "breakdown: empty userdata handle", time_loop(ud, opt.ops, opt.reps), opt.ops, "ns/op")
+    end
   end
 end
 
