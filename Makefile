@@ -15,7 +15,7 @@ OPT     ?= -O3 -march=x86-64 -mtune=generic
 CFLAGS  ?= $(OPT) -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-type-limits -Wno-unused-local-typedefs
 CFLAGS  += -fPIC -fvisibility=hidden -pthread -Iruntime -Iopencl
 BLAS_INC := $(shell pkg-config --cflags openblas 2>/dev/null)
-LIBS    := -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lclblast -lOpenCL -ldl -lmvec -lm -lpthread
+LIBS    := -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -ldl -lmvec -lm -lpthread
 LUAJIT  ?= luajit
 
 # the shared library is libtide.so.MAJOR (its SONAME) -> libtide.so.VERSION once installed
@@ -73,9 +73,10 @@ $(B)/obj/runtime/rt_optim%.o: CFLAGS += -fno-math-errno -fno-trapping-math -ffp-
 
 # -z nodelete: never unmapped once loaded; a host closing its Lua state (which
 # collects the FFI library object) must not pull the code from under the
-# thread pool's workers. -z defs: every symbol resolved at link time (libgccjit
-# is not linked but loaded on first use, jit/cg_gccjit_dl.h: a call that
-# bypasses its table fails here, not at run time)
+# thread pool's workers. -z defs: every symbol resolved at link time (libgccjit,
+# the OpenCL ICD loader and CLBlast are not linked but loaded on first use,
+# jit/cg_gccjit_dl.h and opencl/cl_dl.h: a call that bypasses their tables
+# fails here, not at run time)
 # (build/libtide.so.MAJOR links to it: what programs linked with -ltide look for)
 $(B)/libtide.so: $(OBJ)
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,nodelete $(if $(SAN_FLAGS),,-Wl,-z,defs) -o $@ $(OBJ) $(LIBS)

@@ -15,6 +15,7 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include "rt.h"
+#include "cl_dl.h"      /* the ICD loader through a table, loaded on first use */
 
 /* -- The device ---------------------------------------------------------------------- */
 

@@ -6,9 +6,53 @@
 */
 #include "cl.h"
 #include <clblast_c.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* -- CLBlast, loaded at the first float product (cl_dl.h) ------------------------------------
+** TIDE_CLBLAST or libclblast.so.1; the routines below call these four through
+** the table (a direct call fails the link of libtide.so: -z defs). */
+#define BLAST_FNS(_) _(Sgemm) _(Dgemm) _(SgemmBatched) _(DgemmBatched)
+static struct {
+#define BLAST_FIELD(f) __typeof__(CLBlast##f) *f;
+  BLAST_FNS(BLAST_FIELD)
+#undef BLAST_FIELD
+} blast;
+static pthread_once_t blast_once = PTHREAD_ONCE_INIT;
+static char blast_err[512];
+
+static void blast_open(void)
+{
+  static const char *const syms[] = {
+#define BLAST_NAME(f) "CLBlast" #f,
+    BLAST_FNS(BLAST_NAME)
+#undef BLAST_NAME
+  };
+  void *fns[sizeof syms / sizeof *syms];
+  const char *name = getenv("TIDE_CLBLAST");
+  if (!name || !*name) name = "libclblast.so.1";
+  if (ocl_dl(name, "apt install libclblast1; float matmul on OpenCL needs it", syms, fns,
+             (int)(sizeof syms / sizeof *syms))) {
+    snprintf(blast_err, sizeof blast_err, "%s", td_last_error());
+    return;
+  }
+  int i = 0;
+#define BLAST_SET(f) blast.f = (__typeof__(blast.f))fns[i++];
+  BLAST_FNS(BLAST_SET)
+#undef BLAST_SET
+}
+
+static int blast_load(void)
+{
+  pthread_once(&blast_once, blast_open);
+  return blast_err[0] ? rt_err(TD_ERR_DEVICE, "%s", blast_err) : 0;
+}
+#define CLBlastSgemm (blast.Sgemm)
+#define CLBlastDgemm (blast.Dgemm)
+#define CLBlastSgemmBatched (blast.SgemmBatched)
+#define CLBlastDgemmBatched (blast.DgemmBatched)
 
 /* -- Design note --------------------------------------------------------------------------
 **
@@ -62,6 +106,7 @@ static int mm_check(CLBlastStatusCode st, int dt, const char *routine)
 static int mm_clblast(const RtMmGeom *g, int dt, cl_mem A, int ta, int64_t lda, cl_mem B, int tb, int64_t ldb,
                       cl_mem C, int64_t coff)
 {
+  if (blast_load()) return TD_ERR_DEVICE;
   cl_command_queue q = cl_queue();
   const CLBlastLayout L = CLBlastLayoutRowMajor;
   const CLBlastTranspose TA = (CLBlastTranspose)ta, TB = (CLBlastTranspose)tb;

@@ -83,6 +83,10 @@ static void dev_limits(ClLimits *l, cl_device_id d, int fp64)
 /* Devices of every platform, in platform order: "opencl:N" counts across them. */
 static int list_devices(cl_device_id *out, cl_platform_id *plat, int max, char *why, size_t whyn)
 {
+  if (ocl_load()) {                       /* no ICD loader: no device (the message says which file) */
+    snprintf(why, whyn, "%s", td_last_error() + (strncmp(td_last_error(), "opencl: ", 8) ? 0 : 8));
+    return 0;
+  }
   cl_platform_id ps[16]; cl_uint np = 0;
   cl_int st = clGetPlatformIDs(16, ps, &np);
   if (st != CL_SUCCESS || np == 0) {

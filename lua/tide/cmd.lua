@@ -42,15 +42,18 @@ local function gccjit_version()
 end
 
 -- "platform: device" for every OpenCL device, through the ICD loader directly
--- (no context is made); {} when there is no loader or no platform
+-- (the file tide loads: TIDE_OPENCL_LIB or libOpenCL.so.1; no context is made);
+-- {} when there is no platform, {}, why when there is no loader
 local function opencl_devices()
   pcall(ffi.cdef, [[
   int clGetPlatformIDs(uint32_t n, void **platforms, uint32_t *count);
   int clGetPlatformInfo(void *p, uint32_t what, size_t size, void *value, size_t *ret);
   int clGetDeviceIDs(void *p, uint64_t type, uint32_t n, void **devices, uint32_t *count);
   int clGetDeviceInfo(void *d, uint32_t what, size_t size, void *value, size_t *ret);]])
-  local ok, cl = pcall(ffi.load, "libOpenCL.so.1")
-  if not ok then return {} end
+  local name = os.getenv("TIDE_OPENCL_LIB")
+  if name == nil or name == "" then name = "libOpenCL.so.1" end
+  local ok, cl = pcall(ffi.load, name)
+  if not ok then return {}, name .. " not found; OpenCL tensors need it, CPU tensors do not" end
   local out = {}
   pcall(function()
     local n = ffi.new("uint32_t[1]")
@@ -81,8 +84,8 @@ function M.version_text(host)
   lines[1] = ("tide %s%s"):format(host and host.version or "?", git)
   lines[2] = jit.version
   lines[3] = "libgccjit " .. gccjit_version()
-  local devs = opencl_devices()
-  if #devs == 0 then lines[4] = "OpenCL: none" end
+  local devs, why = opencl_devices()
+  if #devs == 0 then lines[4] = "OpenCL: none" .. (why and " (" .. why .. ")" or "") end
   for i, d in ipairs(devs) do lines[3 + i] = "OpenCL: " .. d end
   return table.concat(lines, "\n")
 end
