@@ -241,6 +241,22 @@ static cl_program build_source(const char *src, const char *opts, const char *wh
   return NULL;
 }
 
+/* The first program a process builds from its text (none in the disk cache)
+** says so on stderr, once: a driver compiling on the CPU takes ~0.5 s a
+** program on PoCL (and CLBlast ~10 s for its GEMM with a cold PoCL cache), so
+** a first run would otherwise pause silently for seconds. */
+static void note_first_build(const char *dir)
+{
+  static int noted;
+  if (__atomic_exchange_n(&noted, 1, __ATOMIC_RELAXED)) return;
+  if (dir)
+    fprintf(stderr, "tide: compiling OpenCL kernels for %s: the first run on a device is slow (each new kernel is "
+            "built once, ~0.5 s on PoCL; CLBlast's matmul ~10 s), later runs load them from %s\n", cl_device_name(), dir);
+  else
+    fprintf(stderr, "tide: compiling OpenCL kernels for %s: each new kernel is built once per process (~0.5 s on "
+            "PoCL; CLBlast's matmul ~10 s) as the disk cache is off (TIDE_CACHE_DIR)\n", cl_device_name());
+}
+
 /* the program of this text, with prog_mu held */
 static Prog *program_locked(const char *src, const char *what)
 {
@@ -259,6 +275,7 @@ static Prog *program_locked(const char *src, const char *what)
   cl_program pr = dir ? disk_load(dir, key, opts) : NULL;
   if (pr) prog_st.disk_loads++;
   else {
+    note_first_build(dir);
     pr = build_source(src, opts, what);
     if (pr) prog_st.builds++;
     if (pr && dir) disk_store(dir, key, pr);

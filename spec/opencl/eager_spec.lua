@@ -107,6 +107,10 @@ H.describe_cl("eager OpenCL ops from the kernel IR", function()
     assert.is_true(b1 > 0, o1)
     assert.equal(0, b2, o2)
     assert.is_true(l2 >= b1, o2)
+    -- the first build of a process says why it is slow, once; loading from the cache says nothing
+    local _, notes = o1:gsub("tide: compiling OpenCL kernels for [^\n]*the first run on a device is slow", "")
+    assert.equal(1, notes, o1)
+    assert.is_nil(o2:find("compiling OpenCL kernels", 1, true), o2)
   end)
 
   it("the program cache: a directory path of any length; one that cannot be used warns once and builds in memory", function()
