@@ -84,8 +84,11 @@ static void set_build_env(const char *dir)
   snprintf(p, sizeof p, "%s/tide_cdef.lua", dir);
   if (is_file(p)) setenv("TIDE_BUILD", dir, 0);
   Dl_info info;
-  if (dladdr((void *)td_version_string, &info) && info.dli_fname && info.dli_fname[0] == '/')
-    setenv("TIDE_LIB", info.dli_fname, 0);
+  char real[PATH_MAX];
+  if (!dladdr((void *)td_version_string, &info) || !info.dli_fname || !info.dli_fname[0]) return;
+  if (info.dli_fname[0] == '/') setenv("TIDE_LIB", info.dli_fname, 0);
+  /* found through a relative LD_LIBRARY_PATH entry: the name is relative too */
+  else if (realpath(info.dli_fname, real)) setenv("TIDE_LIB", real, 0);
 }
 
 /* -- SIGINT --------------------------------------------------------------------------------- */

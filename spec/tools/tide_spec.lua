@@ -110,6 +110,26 @@ describe("the tide command", function()
     assert.is_true(ok == 0 or ok == true)
   end)
 
+  it("uses the libtide it is linked with, found through a relative LD_LIBRARY_PATH (one runtime)", function()
+    -- a copy (another file) of the library in a relative directory: the Lua
+    -- side must load that one, not the build dir's too
+    local dir = os.tmpname(); os.remove(dir)
+    local parent, name = dir:match("^(.*)/([^/]+)$")
+    assert(os.execute(("mkdir -p %s && cp %s/libtide.so %s/libtide.so.0"):format(dir, build, dir)))
+    local tmp = os.tmpname()
+    local code = 'local f = io.open("/proc/self/maps"); local seen = {}; '
+      .. 'for p in f:read("*a"):gmatch("%S+libtide[^\\n]*") do seen[p] = true end; f:close(); '
+      .. 'for p in pairs(seen) do print(p) end; print(tide.ones(2):sum():item())'
+    os.execute(("cd %s && LD_LIBRARY_PATH=%s %s -e %q >%s 2>&1 </dev/null"):format(parent, name, bin, code, tmp))
+    local f = io.open(tmp); local out = f:read("*a"); f:close()
+    os.remove(tmp); os.execute("rm -rf " .. dir)
+    local libs = {}
+    for l in out:gmatch("[^\n]*libtide[^\n]*") do libs[#libs + 1] = l end
+    assert.equal(1, #libs, out)
+    assert.matches(dir .. "/libtide.so.0", libs[1], 1, true)
+    assert.matches("\n2\n?$", out)
+  end)
+
   it("prints --version with no OpenCL platform", function()
     local out, st = run("--version", nil)
     assert.equal(0, st)
