@@ -2,8 +2,11 @@
 """bench/repl_startup.py -- the REPL's start-up time: from starting build/tide
 on a pseudo-terminal to its first prompt ("> ") on the screen, --runs times
 (default 21); prints the median, min and max in ms. For scale it also times
-`luajit -e ''` and `require "tide"` (LuaJIT with tide loaded, no REPL).
-  python3 bench/repl_startup.py [--runs N] [--bin build/tide]"""
+`luajit -e ''`, `require "tide"` (LuaJIT with tide loaded, no REPL) and
+`tide -e ''`. --libdir DIR puts DIR first on LD_LIBRARY_PATH (another
+libtide.so.0: bench/startup_ab.sh's build linked with OpenCL, CLBlast and
+libgccjit); --only-tide skips the two LuaJIT lines.
+  python3 bench/repl_startup.py [--runs N] [--bin build/tide] [--libdir DIR] [--only-tide]"""
 import os, pty, re, sys, time, select, statistics, subprocess
 
 def first_prompt(argv, env):
@@ -25,9 +28,9 @@ def first_prompt(argv, env):
     os.close(fd)
     return dt
 
-def wall(argv):
+def wall(argv, env=None):
     t0 = time.perf_counter()
-    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, env=env)
     return time.perf_counter() - t0
 
 def report(name, ts):
@@ -39,11 +42,16 @@ def main():
     runs = int(args[args.index("--runs") + 1]) if "--runs" in args else 21
     binary = args[args.index("--bin") + 1] if "--bin" in args else "build/tide"
     env = dict(os.environ, TIDE_HISTORY=os.devnull, INPUTRC=os.devnull, TERM=os.environ.get("TERM", "xterm"))
+    if "--libdir" in args:
+        d = os.path.abspath(args[args.index("--libdir") + 1])
+        env["LD_LIBRARY_PATH"] = d + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     lua_path = "%s/lua/?.lua;%s/lua/?/init.lua;;" % (root, root)
-    report("luajit -e ''", [wall(["luajit", "-e", ""]) for _ in range(runs)])
-    report("luajit -e 'require \"tide\"'",
-           [wall(["env", "LUA_PATH=" + lua_path, "luajit", "-e", "require 'tide'"]) for _ in range(runs)])
+    if "--only-tide" not in args:
+        report("luajit -e ''", [wall(["luajit", "-e", ""]) for _ in range(runs)])
+        report("luajit -e 'require \"tide\"'",
+               [wall(["env", "LUA_PATH=" + lua_path, "luajit", "-e", "require 'tide'"]) for _ in range(runs)])
+    report("tide -e ''", [wall([binary, "-e", ""], env) for _ in range(runs)])
     report("tide: start to first prompt", [first_prompt([binary], env) for _ in range(runs)])
 
 main()
