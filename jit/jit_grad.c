@@ -82,6 +82,15 @@ static double reduced_count(JitNode *n, int input)
   return c;
 }
 
+/* Eager, no graph of the gradient (create_graph off): g * op'(v) in one pass
+** (rt_ewgrad.c, the same arithmetic), or NULL to take the composite formula. */
+static td_tensor *fused(JitCtx *k, td_tensor *v, double y)
+{
+  if (!v || !G || td_grad_enabled() || !rt_ew_grad_fits(G, v)) return NULL;
+  return jit_tmp(k, rt_ew_grad(k->n->op, k->n->attrs.flags, G, v, y));
+}
+#define FUSED(v) do { td_tensor *d_ = fused(k, v, 0); if (d_) return set(k, 0, d_); } while (0)
+
 #define RULE(name, save, ...) \
   static int grad_##name(JitCtx *k) { __VA_ARGS__ } \
   struct JitGradRule jit_grad_rule_##name = { #name "_backward", grad_##name, save };
@@ -102,25 +111,24 @@ RULE(abs, S0, return set(k, 0, MUL(G, op1(k, RT_OP_SIGN, IN(0))));)
 RULE(zero, 0, return set(k, 0, zero_grad_of(k, 0));)
 RULE(exp, SO, return set(k, 0, MUL(G, OUT));)
 RULE(log, S0, return set(k, 0, DIV(G, IN(0)));)
-RULE(log1p, S0, return set(k, 0, DIV(G, ADDN(IN(0), 1)));)
-RULE(expm1, SO, return set(k, 0, MUL(G, ADDN(OUT, 1)));)
+RULE(log1p, S0, FUSED(IN(0)); return set(k, 0, DIV(G, ADDN(IN(0), 1)));)
+RULE(expm1, SO, FUSED(OUT); return set(k, 0, MUL(G, ADDN(OUT, 1)));)
 /* d sqrt(x) = 1 / (2 sqrt(x)) */
-RULE(sqrt, SO, return set(k, 0, DIV(G, MULN(OUT, 2)));)
+RULE(sqrt, SO, FUSED(OUT); return set(k, 0, DIV(G, MULN(OUT, 2)));)
 /* d x^-1/2 = -1/2 x^-3/2 = -1/2 y^3 */
-RULE(rsqrt, SO, { td_tensor *y = OUT; return set(k, 0, MUL(G, MULN(MUL(y, MUL(y, y)), -0.5))); })
-RULE(sin, S0, return set(k, 0, MUL(G, op1(k, RT_OP_COS, IN(0))));)
-RULE(cos, S0, return set(k, 0, NEG(MUL(G, op1(k, RT_OP_SIN, IN(0)))));)
+RULE(rsqrt, SO, { FUSED(OUT); td_tensor *y = OUT; return set(k, 0, MUL(G, MULN(MUL(y, MUL(y, y)), -0.5))); })
+RULE(sin, S0, FUSED(IN(0)); return set(k, 0, MUL(G, op1(k, RT_OP_COS, IN(0))));)
+RULE(cos, S0, FUSED(IN(0)); return set(k, 0, NEG(MUL(G, op1(k, RT_OP_SIN, IN(0)))));)
 /* d tan = 1 + tan^2 */
-RULE(tan, SO, { td_tensor *y = OUT; return set(k, 0, MUL(G, ADDN(MUL(y, y), 1))); })
-RULE(tanh, SO, { td_tensor *y = OUT; return set(k, 0, MUL(G, SUB(num(k, 1), MUL(y, y)))); })
-RULE(sigmoid, SO, { td_tensor *y = OUT; return set(k, 0, MUL(G, MUL(y, SUB(num(k, 1), y)))); })
-RULE(relu, SO, return set(k, 0, WHERE(opn(k, RT_OP_GT, OUT, 0), G, num(k, 0)));)
+RULE(tan, SO, { FUSED(OUT); td_tensor *y = OUT; return set(k, 0, MUL(G, ADDN(MUL(y, y), 1))); })
+RULE(tanh, SO, { FUSED(OUT); td_tensor *y = OUT; return set(k, 0, MUL(G, SUB(num(k, 1), MUL(y, y)))); })
+RULE(sigmoid, SO, { FUSED(OUT); td_tensor *y = OUT; return set(k, 0, MUL(G, MUL(y, SUB(num(k, 1), y)))); })
+RULE(relu, SO, FUSED(OUT); return set(k, 0, WHERE(opn(k, RT_OP_GT, OUT, 0), G, num(k, 0)));)
 /* erf form: Phi(x) + x phi(x); tanh form (flags 1): d/dx 0.5 x (1 + tanh(u)),
 ** u = sqrt(2/pi) (x + 0.044715 x^3) */
 RULE(gelu, S0, {
   td_tensor *x = IN(0), *d;
-  if (x && G && !td_grad_enabled() && rt_gelu_grad_fits(G, x))   /* eager, no graph of the gradient */
-    return set(k, 0, jit_tmp(k, rt_gelu_grad(G, x, k->n->attrs.flags & 1)));
+  FUSED(x);
   if (k->n->attrs.flags & 1) {
     td_tensor *x2 = MUL(x, x);
     td_tensor *u = MULN(MUL(x, ADDN(MULN(x2, 0.044715), 1)), sqrt(2.0 / M_PI));
@@ -136,10 +144,11 @@ RULE(gelu, S0, {
 })
 /* silu = x s(x); d = s (1 + x (1 - s)) */
 RULE(silu, S0, {
+  FUSED(IN(0));
   td_tensor *x = IN(0), *s = op1(k, RT_OP_SIGMOID, x);
   return set(k, 0, MUL(G, MUL(s, ADDN(MUL(x, SUB(num(k, 1), s)), 1))));
 })
-RULE(erf, S0, { td_tensor *x = IN(0);
+RULE(erf, S0, { FUSED(IN(0)); td_tensor *x = IN(0);
   return set(k, 0, MUL(G, MULN(op1(k, RT_OP_EXP, NEG(MUL(x, x))), 1.1283791670955126))); })
 /* gradient passes where lo <= x <= hi */
 RULE(clamp, S0, {
@@ -168,9 +177,13 @@ RULE(div, S0 | S1, {
 })
 /* d a^b = b a^(b-1), a^b log a (0 where a == 0 and b >= 0, as in PyTorch) */
 RULE(pow, S0 | S1 | SO, {
-  td_tensor *a = IN(0), *b = IN(1);
+  td_tensor *a = IN(0), *b = IN(1), *d;
   int rc = 0;
-  if (needs(k, 0)) rc |= set(k, 0, MUL(G, MUL(b, op2(k, RT_OP_POW, a, opn(k, RT_OP_SUB, b, 1)))));
+  /* eager, no graph of the gradient, a number exponent: one pass (rt_ew.c) */
+  if (needs(k, 0) && a && b && b->nelem == 1 && b->ptr && b->device_type == TD_CPU && !needs(k, 1) &&
+      (d = fused(k, a, rt_load(b->ptr, b->scalar_type))))
+    rc |= set(k, 0, d);
+  else if (needs(k, 0)) rc |= set(k, 0, MUL(G, MUL(b, op2(k, RT_OP_POW, a, opn(k, RT_OP_SUB, b, 1)))));
   if (needs(k, 1)) {
     td_tensor *z = op2(k, RT_OP_LOGICAL_AND, opn(k, RT_OP_EQ, a, 0), opn(k, RT_OP_GE, b, 0));
     rc |= set(k, 1, WHERE(z, num(k, 0), MUL(G, MUL(OUT, op1(k, RT_OP_LOG, a)))));

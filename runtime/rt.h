@@ -179,10 +179,13 @@ int rt_wrap_dim(const char *op, int64_t *dim, int ndim);
 td_tensor *rt_as_dtype(td_tensor *t, int dt);
 /* Contiguous version of t on its device (retained t if already contiguous). */
 td_tensor *rt_as_contig(td_tensor *t);
-/* g * gelu'(x) in one pass (rt_ew.c), when rt_gelu_grad_fits: the eager
-** derivative of gelu when no graph of the gradient is recorded. */
-bool rt_gelu_grad_fits(const td_tensor *g, const td_tensor *x);
-td_tensor *rt_gelu_grad(const td_tensor *g, const td_tensor *x, int tanh_form);
+/* Eager derivatives in one pass (rt_ewgrad.c): g * op'(v), v the input or the
+** output as the op's rule saves it, the rule's arithmetic; GELU's flags & 1
+** is its tanh form, POW's y the scalar exponent. When rt_ew_grad_fits: CPU,
+** same float dtype and shape, v contiguous, g contiguous or one value
+** broadcast, not tracing. NULL for an op without one (or pow with NaN y - 1). */
+bool rt_ew_grad_fits(const td_tensor *g, const td_tensor *v);
+td_tensor *rt_ew_grad(int op, int flags, const td_tensor *g, const td_tensor *v, double y);
 /* The eager kernel of op for tensors on `device`. */
 RtKernFn rt_kern_of(int op, int device);
 int cl_kern(RtCall *c, td_tensor *out);      /* every op on opencl (opencl/cl_rt.c) */

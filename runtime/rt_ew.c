@@ -176,6 +176,69 @@ static inline int64_t ipow(int64_t x, int64_t y)
 }
 LOOPT2(l2_POW_f32, float, (y == 2.0f ? x * x : powf(x, y)))
 LOOPT2(l2_POW_f64, double, (y == 2.0 ? x * x : pow(x, y)))
+/* pow by a scalar exponent y (a Lua number, a 0-dim tensor): what PyTorch does,
+** without a libm call for the common exponents (x^2 was a vector powf per
+** element, whose libmvec form falls back to scalar powf for every vector with
+** a negative lane: 8x slower than sin). y = 2: x*x and y = -1: 1/x (exact
+** roundings, as pow should be); y = 3: x*x*x and y = -2: 1/(x*x) (<= 2 ulp);
+** y = 0.5: sqrt, y = -0.5: 1/sqrt (correctly rounded, then <= 1 ulp), with
+** pow's values at -0 and -inf; y = 1: x; y = 0: 1 (also at NaN, as pow).
+** Other y: powf(|x|, y) (libmvec, every lane on its fast path), the sign
+** restored for odd integer y and NaN for finite negative x and fractional y. */
+#define POWS_FORMS(_, T, SQRT) \
+  _(sq, T, x * x) \
+  _(cube, T, x * x * x) \
+  _(recip, T, (T)1 / x) \
+  _(rsq, T, (T)1 / (x * x)) \
+  _(sqrt, T, x == -(T)INFINITY ? (T)INFINITY : SQRT(x) + (T)0) \
+  _(rsqrt, T, x == -(T)INFINITY ? (T)0 : (T)1 / (SQRT(x) + (T)0)) \
+  _(one, T, ((void)x, (T)1)) \
+  _(id, T, x)
+#define DEF_POWS(form, T, expr) LOOP1(l1_pows_##form##_##T, T, T, expr)
+POWS_FORMS(DEF_POWS, float, sqrtf)
+POWS_FORMS(DEF_POWS, double, sqrt)
+/* the general form: at->s[0] = y, at->flags = 1 odd integer y, 2 fractional y */
+#define POWS_ANY(T, POW, COPYSIGN) ({ T r_ = POW(x < 0 ? -x : x, y); \
+  (fl & 1) ? COPYSIGN(r_, x) : ((fl & 2) && x < 0 && x > -(T)INFINITY) ? (T)NAN : r_; })
+#define DEF_POWS_ANY(T, POW, COPYSIGN) \
+  static __attribute__((noinline)) void l1_pows_any_##T##_blk(T *restrict o, const T *restrict a, T y, int fl) \
+  { for (int i = 0; i < EW_BLK; i++) { T x = a[i]; o[i] = POWS_ANY(T, POW, COPYSIGN); } } \
+  static void l1_pows_any_##T(int64_t n, char *o_, int64_t so, const char *a_, int64_t sa, const td_attrs *at) { \
+    T *o = (T *)o_; const T *a = (const T *)a_; T ib[EW_BLK], ob[EW_BLK], y = (T)at->s[0]; int fl = at->flags; \
+    for (int64_t i = 0; i < n; i += EW_BLK) { \
+      int64_t m = n - i < EW_BLK ? n - i : EW_BLK, j; \
+      if (m == EW_BLK && so == 1 && sa == 1) { l1_pows_any_##T##_blk(o + i, a + i, y, fl); continue; } \
+      for (j = 0; j < m; j++) ib[j] = a[(i + j) * sa]; \
+      for (; j < EW_BLK; j++) ib[j] = 1; \
+      l1_pows_any_##T##_blk(ob, ib, y, fl); \
+      for (j = 0; j < m; j++) o[(i + j) * so] = ob[j]; } }
+DEF_POWS_ANY(float, powf, copysignf)
+DEF_POWS_ANY(double, pow, copysign)
+
+/* The loop of x^y for a scalar y (attrs filled for the general form), or NULL
+** when y is NaN (powf(1, NaN) is 1 but pow(-1, NaN) NaN: the tensor loop).
+** rt_ewgrad.c's derivative of pow calls it too. */
+Loop1 RT_ISA_FN(rt_pow_scalar_loop)(double y, int dt, td_attrs *at)
+{
+  bool f = dt == TD_FLOAT32;
+  if (y != y) return NULL;
+#define POWS_PICK(form) return f ? l1_pows_##form##_float : l1_pows_##form##_double
+  if (y == 2) POWS_PICK(sq);
+  if (y == 3) POWS_PICK(cube);
+  if (y == -1) POWS_PICK(recip);
+  if (y == -2) POWS_PICK(rsq);
+  if (y == 0.5) POWS_PICK(sqrt);
+  if (y == -0.5) POWS_PICK(rsqrt);
+  if (y == 1) POWS_PICK(id);
+  if (y == 0) POWS_PICK(one);
+#undef POWS_PICK
+  double yt = f ? (double)(float)y : y;
+  bool integer = yt == floor(yt);
+  at->s[0] = yt;
+  at->flags = integer ? (fabs(yt) < 9007199254740992.0 && fmod(yt, 2) != 0) : 2;
+  return f ? l1_pows_any_float : l1_pows_any_double;
+}
+
 LOOP2(l2_POW_u8, uint8_t, uint8_t, ipow(x, y))
 LOOP2(l2_POW_i32, int32_t, int32_t, ipow(x, y))
 LOOP2(l2_POW_i64, int64_t, int64_t, ipow(x, y))
@@ -250,6 +313,7 @@ typedef struct {
   char *ptr[EW_MAXOP];
   int esize[EW_MAXOP];
   const RtCall *c;
+  td_attrs at;                             /* what a unary loop reads (the call's, or pow's exponent) */
   int kind;                                /* 1 unary, 2 binary, 3 where */
   Loop1 l1; Loop2 l2;
 } EwIter;
@@ -321,7 +385,7 @@ static void iter_range(void *vit, int64_t begin, int64_t end)
       for (int d = 0; d < nd; d++) off += idx[d] * it->strides[k][d];
       p[k] = it->ptr[k] + off * it->esize[k];
     }
-    if (it->kind == 1) it->l1(run, p[0], it->strides[0][last], p[1], it->strides[1][last], &it->c->attrs);
+    if (it->kind == 1) it->l1(run, p[0], it->strides[0][last], p[1], it->strides[1][last], &it->at);
     else if (it->kind == 2) it->l2(run, p[0], it->strides[0][last], p[1], it->strides[1][last], p[2], it->strides[2][last]);
     else where_loop(run, p[0], it->strides[0][last], p[1], it->strides[1][last], p[2], it->strides[2][last],
                     p[3], it->strides[3][last], it->esize[0]);
@@ -359,6 +423,7 @@ int RT_ISA_FN(rt_kern_ew)(RtCall *c, td_tensor *out)
   EwIter it;
   memset(&it, 0, sizeof it);
   it.c = c;
+  it.at = c->attrs;
   if (op == RT_OP_COPY || op == RT_OP_CAST) {
     in[0] = c->in[0]; td_retain(in[0]);
     it.kind = 1; it.l1 = cast_loops[out->scalar_type][in[0]->scalar_type];
@@ -379,75 +444,16 @@ int RT_ISA_FN(rt_kern_ew)(RtCall *c, td_tensor *out)
   }
   for (int i = 0; i < c->nin; i++) if (!in[i]) rc = TD_ERR_NOMEM;
   if (!rc && op == RT_OP_POW && (cd == TD_INT32 || cd == TD_INT64)) rc = int_pow_check(in[1]);
+  int nin = c->nin;
+  if (!rc && op == RT_OP_POW && rt_is_float(cd) && in[1]->nelem == 1 && in[0]->nelem == out->nelem) {
+    /* a scalar exponent: a unary loop over x */
+    Loop1 l = RT_ISA_FN(rt_pow_scalar_loop)(rt_load(rt_ptr(in[1]), cd), cd, &it.at);
+    if (l) { it.kind = 1; it.l1 = l; nin = 1; }
+  }
   if (!rc && out->nelem > 0) {
-    iter_init(&it, out, c->nin, in);
+    iter_init(&it, out, nin, in);
     rt_parallel_for(out->nelem, EW_GRAIN, iter_range, &it);
   }
   for (int i = 0; i < c->nin; i++) td_release(in[i]);
   return rc;
-}
-
-/* -- The eager derivative of gelu ------------------------------------------------------------
-** g * gelu'(x) in one pass instead of the rule's ~11 elementwise ops (each a
-** full pass over memory), for the common eager case: the backward records no
-** graph of the gradient (create_graph off), CPU, contiguous, same shape and
-** float dtype. The arithmetic is the rule's, op by op (jit_grad.c):
-**   erf:  d = (erf(x/sqrt2) + 1) * 0.5 + x * (exp(x*x * -0.5) * 1/sqrt(2 pi))
-**   tanh: t = tanh(u), u = x (x^2 0.044715 + 1) sqrt(2/pi),
-**         d = (t + 1) * 0.5 + x * 0.5 * ((1 - t^2) (x^2 3*0.044715 + 1) sqrt(2/pi)) */
-#define GELU_D_ERF(T, ERF, EXP) \
-  g * ((ERF(x * (T)M_SQRT1_2) + (T)1) * (T)0.5 + x * (EXP(x * x * (T)-0.5) * (T)0.3989422804014327))
-#define GELU_D_TANH(T, TANH) ({ T x2 = x * x, s = (T)0.7978845608028654; \
-  T t = TANH(x * (x2 * (T)0.044715 + (T)1) * s); \
-  g * ((t + (T)1) * (T)0.5 + x * (T)0.5 * (((T)1 - t * t) * ((x2 * (T)(3 * 0.044715) + (T)1) * s))); })
-#define GELU_GRAD_BLK(fn, T, expr) \
-  static __attribute__((noinline)) void fn(T *restrict o, const T *restrict gp, const T *restrict xp, int64_t n) \
-  { for (int64_t i = 0; i < n; i++) { T g = gp[i], x = xp[i]; o[i] = (expr); } }
-GELU_GRAD_BLK(gelu_d_erf_f32, float, GELU_D_ERF(float, erff, expf))
-GELU_GRAD_BLK(gelu_d_erf_f64, double, GELU_D_ERF(double, erf, exp))
-GELU_GRAD_BLK(gelu_d_tanh_f32, float, GELU_D_TANH(float, tanhf))
-GELU_GRAD_BLK(gelu_d_tanh_f64, double, GELU_D_TANH(double, tanh))
-
-typedef struct { char *o; const char *g, *x; int es, tanh_form, f64; } GeluGrad;
-
-/* Ranges are cut in EW_BLK multiples (EW_GRAIN is one) and each block runs
-** through the same vector body, so values do not depend on the thread count. */
-static void gelu_grad_range(void *vj, int64_t b, int64_t e)
-{
-  const GeluGrad *j = vj;
-  /* the tail's zero-padded block (at function scope: the kernel call below reads it) */
-  _Alignas(64) double gb[EW_BLK], xb[EW_BLK], ob[EW_BLK];
-  for (int64_t i = b; i < e; i += EW_BLK) {
-    int64_t m = e - i < EW_BLK ? e - i : EW_BLK;
-    char *o = j->o + i * j->es;
-    const char *g = j->g + i * j->es, *x = j->x + i * j->es;
-    if (m < EW_BLK) {
-      memset(gb, 0, sizeof gb); memset(xb, 0, sizeof xb);
-      memcpy(gb, g, m * j->es); memcpy(xb, x, m * j->es);
-      g = (const char *)gb; x = (const char *)xb; o = (char *)ob;
-    }
-    if (j->f64) (j->tanh_form ? gelu_d_tanh_f64 : gelu_d_erf_f64)((double *)o, (const double *)g, (const double *)x, EW_BLK);
-    else (j->tanh_form ? gelu_d_tanh_f32 : gelu_d_erf_f32)((float *)o, (const float *)g, (const float *)x, EW_BLK);
-    if (m < EW_BLK) memcpy(j->o + i * j->es, o, m * j->es);
-  }
-}
-
-#if RT_ISA_SHARED
-bool rt_gelu_grad_fits(const td_tensor *g, const td_tensor *x)
-{
-  return !jit_tracing && g->device_type == TD_CPU && x->device_type == TD_CPU && g->ptr && x->ptr &&
-         rt_is_float(x->scalar_type) && g->scalar_type == x->scalar_type && g->ndim == x->ndim &&
-         !memcmp(g->sizes, x->sizes, (size_t)x->ndim * sizeof(int64_t)) &&
-         rt_tensor_is_contig(g) && rt_tensor_is_contig(x);
-}
-#endif
-
-td_tensor *RT_ISA_FN(rt_gelu_grad)(const td_tensor *g, const td_tensor *x, int tanh_form)
-{
-  td_tensor *o = rt_tensor_new(x->ndim, x->sizes, x->scalar_type);
-  if (!o) return NULL;
-  GeluGrad j = { rt_ptr(o), rt_ptr(g), rt_ptr(x), rt_dtype_size(x->scalar_type), tanh_form,
-                 x->scalar_type == TD_FLOAT64 };
-  rt_parallel_for(x->nelem, EW_GRAIN, gelu_grad_range, &j);
-  return o;
 }

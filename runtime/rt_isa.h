@@ -25,7 +25,8 @@
 /* _(return type, name, parameters, arguments): every entry point with variants */
 #define RT_ISA_ENTRIES(_) \
   _(int, rt_kern_ew, (RtCall *c, td_tensor *out), (c, out)) \
-  _(td_tensor *, rt_gelu_grad, (const td_tensor *g, const td_tensor *x, int tanh_form), (g, x, tanh_form)) \
+  _(td_tensor *, rt_ew_grad, (int op, int flags, const td_tensor *g, const td_tensor *v, double y), \
+    (op, flags, g, v, y)) \
   _(int, rt_kern_red, (RtCall *c, td_tensor *out), (c, out)) \
   _(int, rt_kern_row, (RtCall *c, td_tensor *out), (c, out)) \
   _(int, rt_kern_sdpa, (RtCall *c, td_tensor *out), (c, out)) \

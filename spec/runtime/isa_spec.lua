@@ -19,6 +19,10 @@ local function put(t)
   for i = 0, t:numel() - 1 do out[#out + 1] = ("%08x"):format(p[i]) end
 end
 put(x:sin() * x:cos() + x:exp():log1p() - x:tanh() + x:sigmoid() * x:gelu() + x:erf())
+put(x ^ 2 + x:abs() ^ 2.5 - x ^ 3 + x:abs() ^ -0.5)
+local xg = x:clone():requires_grad_()
+local ya = xg:silu() + xg:gelu() + xg:sin() ^ 2 + xg:tanh() + xg:erf() + xg:abs() ^ 1.5
+ya:backward(x); put(xg.grad)
 put(m:sum(2)); put(m:mean(1)); put(m:max(2)); put(m:std(1)); put(m:logsumexp(2))
 put(m:softmax(-1)); put(m:log_softmax(1))
 local q, k, v = tide.randn(2, 3, 17, 8), tide.randn(2, 3, 17, 8), tide.randn(2, 3, 17, 8)
