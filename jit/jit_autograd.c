@@ -323,7 +323,7 @@ td_tensor *jit_saved_in(JitCtx *k, int i)
   if (e->saved->rt_storage && e->saved->rt_storage->version != e->version)
     return rt_errp(TD_ERR_GRAD, "%s: one of the variables needed for gradient computation has been modified "
                    "by an in-place operation (input %d of %s, version %llu, expected %llu)",
-                   n->rule->name, i + 1, rt_op_lname(n->op),
+                   n->rule->name, i + 1, rt_ops[n->op].grad == n->rule ? rt_op_lname(n->op) : n->rule->name,
                    (unsigned long long)e->saved->rt_storage->version, (unsigned long long)e->version);
   return e->saved;
 }

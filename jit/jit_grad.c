@@ -296,10 +296,18 @@ static td_tensor *row_sum(JitCtx *k, td_tensor *x)
   at.dims[0] = k->n->attrs.i[0];
   return op1a(k, RT_OP_SUM, x, &at);
 }
+/* eager, no graph of the gradient: one fused pass per row (jit_fused.c) */
+static td_tensor *softmax_fused(JitCtx *k, td_tensor *y, int log)
+{
+  if (!y || !G || td_grad_enabled() || !rt_softmax_grad_fits(G, y)) return NULL;
+  return jit_tmp(k, rt_softmax_grad(G, y, k->n->attrs.i[0], log));
+}
 /* dx = y (g - sum(g y)) */
-RULE(softmax, SO, { td_tensor *y = OUT; return set(k, 0, MUL(y, SUB(G, row_sum(k, MUL(G, y))))); })
+RULE(softmax, SO, { td_tensor *y = OUT, *d = softmax_fused(k, y, 0);
+  return set(k, 0, d ? d : MUL(y, SUB(G, row_sum(k, MUL(G, y))))); })
 /* dx = g - exp(y) sum(g) */
-RULE(log_softmax, SO, return set(k, 0, SUB(G, MUL(op1(k, RT_OP_EXP, OUT), row_sum(k, G))));)
+RULE(log_softmax, SO, { td_tensor *y = OUT, *d = softmax_fused(k, y, 1);
+  return set(k, 0, d ? d : SUB(G, MUL(op1(k, RT_OP_EXP, y), row_sum(k, G)))); })
 
 /* -- Contraction -------------------------------------------------------------------------------- */
 

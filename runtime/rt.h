@@ -186,6 +186,33 @@ td_tensor *rt_as_contig(td_tensor *t);
 ** broadcast, not tracing. NULL for an op without one (or pow with NaN y - 1). */
 bool rt_ew_grad_fits(const td_tensor *g, const td_tensor *v);
 td_tensor *rt_ew_grad(int op, int flags, const td_tensor *g, const td_tensor *v, double y);
+/* Fused eager row kernels (rt_norm.c), run by jit/jit_fused.c: every
+** tensor contiguous on the CPU, of `dtype` (cross_entropy's target int64). */
+enum { RT_NORM_FWD, RT_NORM_BWD, RT_NORM_SM_BWD, RT_NORM_LSM_BWD, RT_NORM_CE_FWD, RT_NORM_CE_BWD };
+typedef struct RtNormJob {
+  int kind, dtype;
+  int64_t R, D, M;               /* rows and row length (softmax: P, K, M) */
+  const void *x, *g, *w, *b;     /* input, incoming gradient, weight, bias (NULL: none) */
+  void *y, *dx, *dw, *db;        /* results (NULL: not wanted); softmax bwd: y is an input */
+  void *mean, *rstd;             /* norm: per-row statistics (mean NULL for rms) */
+  double eps;
+  int rms;                       /* rms_norm instead of layer_norm */
+  /* cross_entropy: x (R, D) logits */
+  const int64_t *target;         /* R class indices, 0-based */
+  int64_t ignore;                /* the ignored index */
+  double ls, wsum;               /* label smoothing; sum of the class weights (D without) */
+  void *lse;                     /* R: log-sum-exp per row (saved for the backward) */
+  double *rowloss, *rowweight;   /* fwd: R each */
+  double go, go_scale;           /* bwd: incoming gradient (a scalar), times go_scale */
+  int go_rows;                   /* bwd: g holds one gradient per row (stride go_stride) */
+  int64_t go_stride;
+} RtNormJob;
+int rt_norm_run(RtNormJob *j);
+/* dx of softmax (log: log_softmax) along dim from the output y, one fused
+** pass per row (jit/jit_fused.c), when rt_softmax_grad_fits (CPU, same float
+** dtype and shape, both contiguous, not tracing). */
+bool rt_softmax_grad_fits(const td_tensor *g, const td_tensor *y);
+td_tensor *rt_softmax_grad(const td_tensor *g, const td_tensor *y, int64_t dim, int log);
 /* The eager kernel of op for tensors on `device`. */
 RtKernFn rt_kern_of(int op, int device);
 int cl_kern(RtCall *c, td_tensor *out);      /* every op on opencl (opencl/cl_rt.c) */

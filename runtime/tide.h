@@ -316,6 +316,24 @@ TD_API td_prefetch *td_prefetch_new(int ntensors, td_tensor *const *tensors, con
 TD_API int td_prefetch_next(td_prefetch *pf, td_tensor **out);
 TD_API void td_prefetch_free(td_prefetch *pf);
 
+/* -- Fused row functions (jit/jit_fused.c, kernels in runtime/rt_norm.c) --------
+** Eager fast paths of composite functions: one kernel per call, a custom
+** autograd node whose backward is one fused kernel (or, when a graph of the
+** gradient is recorded, the composite formula from ops). CPU tensors of one
+** float dtype with data; they do not trace (tide.compile lowers the
+** composite instead). Inputs of any strides; NULL with an error otherwise.
+** layer_norm: normalized over the trailing nd dims, y = (x - mean) /
+** sqrt(var + eps) * w + b (w, b: NULL or nelem = the normalized size);
+** rms_norm: y = x / sqrt(mean(x^2) + eps) * w.
+** cross_entropy: logits x (N, C), target int64 (N) of 0-based classes or
+** ignore_index, class weights w (C) or NULL (not differentiated), reduction
+** TD_REDUCE_*, label smoothing ls in [0, 1]: PyTorch's F.cross_entropy. */
+enum { TD_REDUCE_NONE = 0, TD_REDUCE_MEAN = 1, TD_REDUCE_SUM = 2 };
+TD_API td_tensor *td_layer_norm(td_tensor *x, int nd, td_tensor *w, td_tensor *b, double eps);
+TD_API td_tensor *td_rms_norm(td_tensor *x, int nd, td_tensor *w, double eps);
+TD_API td_tensor *td_cross_entropy(td_tensor *x, td_tensor *target, td_tensor *w, int64_t ignore_index,
+                                   int reduction, double ls);
+
 /* -- Profiler (runtime/rt_prof.c) ------------------------------------------------
 ** While enabled, every op through the dispatcher, every backward node, every
 ** step of a compiled plan (kernels and eager steps), every compile and every

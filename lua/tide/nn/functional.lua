@@ -118,6 +118,20 @@ local function norm_dims(fname, x, s)
   return dims
 end
 
+-- The fused eager kernels (jit/jit_fused.c) take CPU tensors of one float dtype
+-- outside tide.compile's traces; F.fused = false takes the composite forms
+-- everywhere (the specs compare the two).
+F.fused = true
+local C = core.C
+local function fused_ok(x, a, b)
+  if not F.fused or x.device_type ~= 0 or not x:is_floating_point() or core.tracing() then return false end
+  for _, t in ipairs { a or false, b or false } do
+    if t and (t.device_type ~= 0 or t.scalar_type ~= x.scalar_type) then return false end
+  end
+  return true
+end
+F._fused_ok = fused_ok
+
 -- layer_norm(x, normalized_shape, weight, bias, eps=1e-5): normalize over the trailing
 -- dims with the biased variance; y = (x - mean) / sqrt(var + eps) * weight + bias
 --- F.layer_norm(x, normalized_shape[, weight[, bias[, eps = 1e-5]]]) -> Tensor
@@ -125,6 +139,9 @@ end
 function F.layer_norm(x, normalized_shape, weight, bias, eps)
   targ(x, 1, "layer_norm"); optarg(weight, 3, "layer_norm"); optarg(bias, 4, "layer_norm")
   local dims = norm_dims("layer_norm", x, norm_shape("layer_norm", normalized_shape))
+  if fused_ok(x, weight, bias) then
+    return core.wrap(C.td_layer_norm(x.p, #dims, weight and weight.p, bias and bias.p, eps or 1e-5))
+  end
   local mean = x:mean(dims, true)
   local var = x:var(dims, { correction = 0, keepdim = true })
   local y = (x - mean) * (var + (eps or 1e-5)):rsqrt()
@@ -142,6 +159,7 @@ function F.rms_norm(x, normalized_shape, weight, eps)
   targ(x, 1, "rms_norm"); optarg(weight, 3, "rms_norm")
   local dims = norm_dims("rms_norm", x, norm_shape("rms_norm", normalized_shape))
   eps = eps or finfo_eps[x.scalar_type] or finfo_eps[4]
+  if fused_ok(x, weight) then return core.wrap(C.td_rms_norm(x.p, #dims, weight and weight.p, eps)) end
   local y = x * ((x * x):mean(dims, true) + eps):rsqrt()
   if weight ~= nil then y = y * weight end
   return y

@@ -184,6 +184,7 @@ function M.nll_loss(input, target, opts)
 end
 
 local CE_OPTS = set("weight", "ignore_index", "reduction", "label_smoothing")
+local REDUCE = { none = 0, mean = 1, sum = 2 }     -- TD_REDUCE_*
 
 -- cross_entropy(input, target, {weight=, ignore_index=-100, reduction='mean', label_smoothing=0}):
 -- input (N, C, d1...) or (C) logits; target 1-based class labels (N, d1...) or (),
@@ -204,6 +205,14 @@ function M.cross_entropy(input, target, opts)
   local weight = opts.weight
   if not target:is_floating_point() then
     local cd, nc, valid, safe = check_classes(fname, input, target, weight, ignore)
+    -- logits (N, C): the fused eager kernel (jit/jit_fused.c), unless the weights need a gradient
+    local F = package.loaded["tide.nn.functional"]
+    if input.ndim == 2 and F and F._fused_ok(input, weight) and
+       not (weight ~= nil and weight.requires_grad and core.C.td_grad_enabled() ~= 0) then
+      local t = target.dtype.name == "int64" and target or target:long()
+      return core.wrap(core.C.td_cross_entropy(input.p, (t - 1).p, weight and weight.p, ignore - 1,
+        REDUCE[reduction], ls))
+    end
     return class_loss(input:log_softmax(cd), cd, nc, valid, safe, weight, reduction, ls)
   end
   -- class probabilities: -sum_c w_c p_c logp_c, with p smoothed towards uniform
