@@ -9,83 +9,14 @@
 ** this traces: under tide.compile the Lua functions keep their composite
 ** form, which the compiler fuses itself.
 */
-#include "jit_grad.h"
+#include "jit_fused.h"
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
 
-/* -- Helpers --------------------------------------------------------------------------------- */
-
-/* a CPU float tensor with data, outside a trace */
-static int fused_arg(const char *fn, td_tensor *t, int argn, int dtype)
-{
-  if (jit_tracing)
-    return rt_err(TD_ERR_STATE, "%s: the fused kernel does not trace (use the composite form)", fn);
-  if (t->device_type != TD_CPU || !t->ptr)
-    return rt_err(TD_ERR_DEVICE, "%s: argument %d must be a CPU tensor with data", fn, argn);
-  if (dtype >= 0 ? t->scalar_type != dtype : !rt_is_float(t->scalar_type))
-    return rt_err(TD_ERR_DTYPE, "%s: argument %d has dtype %s, expected %s", fn, argn,
-                  td_dtype_name(t->scalar_type), dtype >= 0 ? td_dtype_name(dtype) : "a floating point type");
-  return 0;
-}
-
-static bool wants_grad(td_tensor *a, td_tensor *b, td_tensor *c)
-{
-  return td_grad_enabled() && ((a && (a->flags & TD_TF_REQUIRES_GRAD)) || (b && (b->flags & TD_TF_REQUIRES_GRAD)) ||
-                               (c && (c->flags & TD_TF_REQUIRES_GRAD)));
-}
-
-/* edge i of a custom node: x's producer or x as a leaf, x's value if `save` */
-static void edge_of(JitNode *n, int i, td_tensor *x, bool save)
-{
-  JitEdge *e = &n->edge[i];
-  if (!x) return;
-  e->ndim = x->ndim; e->scalar_type = x->scalar_type; memcpy(e->sizes, x->sizes, sizeof e->sizes);
-  if (x->flags & TD_TF_REQUIRES_GRAD) {
-    if (x->rt_grad_fn) { e->node = x->rt_grad_fn; __atomic_add_fetch(&e->node->refcount, 1, __ATOMIC_RELAXED); }
-    else { e->leaf = x; td_retain(x); }
-  }
-  if (save) { e->saved = x; td_retain(x); e->version = x->rt_storage ? x->rt_storage->version : 0; }
-}
-
-static void node_attach(JitNode *n, td_tensor *y)
-{
-  n->out_ndim = y->ndim; n->out_dtype = y->scalar_type; memcpy(n->out_size, y->sizes, sizeof n->out_size);
-  y->rt_grad_fn = n; n->owner = y;
-  y->flags |= TD_TF_REQUIRES_GRAD;
-}
-
-static bool needs(JitCtx *k, int i) { return k->n->edge[i].node || k->n->edge[i].leaf; }
-
-static int set(JitCtx *k, int i, td_tensor *g)
-{
-  if (!needs(k, i)) return 0;
-  if (!g) return TD_ERR_GRAD;
-  td_retain(g); k->gin[i] = g;
-  return 0;
-}
-
-/* ops whose results are the rule's temporaries; NULL propagates */
-static td_tensor *op2(JitCtx *k, int op, td_tensor *a, td_tensor *b)
-{ td_tensor *in[2] = { a, b }; return a && b ? jit_tmp(k, td_op(op, 2, in, NULL)) : NULL; }
-static td_tensor *opn(JitCtx *k, int op, td_tensor *a, double v) { return a ? jit_tmp(k, td_op_number(op, a, v, 0)) : NULL; }
-static td_tensor *red(JitCtx *k, int op, td_tensor *a, int dim, int keep)
-{
-  td_attrs at = { .ndims = 1, .keepdim = keep, .dtype = -1 };
-  at.dims[0] = dim;
-  return a ? jit_tmp(k, td_op(op, 1, &a, &at)) : NULL;
-}
-static td_tensor *reshape(JitCtx *k, td_tensor *a, int nd, const int64_t *s)
-{ return a ? jit_tmp(k, td_reshape(a, nd, s)) : NULL; }
-static td_tensor *contig(JitCtx *k, td_tensor *a) { return a ? jit_tmp(k, td_contiguous(a)) : NULL; }
-#define ADD(a, b) op2(k, RT_OP_ADD, a, b)
-#define SUB(a, b) op2(k, RT_OP_SUB, a, b)
-#define MUL(a, b) op2(k, RT_OP_MUL, a, b)
-#define G (k->g)
-
 /* -- layer_norm and rms_norm ----------------------------------------------------------------- */
 
-typedef struct { td_tensor *mean, *rstd; double eps; int64_t R, D; int rms; } NormExt;
+typedef struct { td_tensor *mean, *rstd; double eps; int64_t R, D, S; int rms, bn; } NormExt;
 
 static void norm_ext_free(void *p)
 {
@@ -101,7 +32,7 @@ static void norm_ext_free(void *p)
 static int norm_composite(JitCtx *k, const NormExt *ne, td_tensor *x, td_tensor *w)
 {
   int64_t rd[2] = { ne->R, ne->D }, d1 = ne->D;
-  td_tensor *X = reshape(k, x, 2, rd), *Gm = reshape(k, G, 2, rd), *r, *xh;
+  td_tensor *X = reshape(k, x, 2, rd), *Gm = reshape(k, GO, 2, rd), *r, *xh;
   if (ne->rms) {
     r = opn(k, RT_OP_ADD, red(k, RT_OP_MEAN, MUL(X, X), 1, 1), ne->eps);
     r = r ? jit_tmp(k, td_op(RT_OP_RSQRT, 1, &r, NULL)) : NULL;
@@ -124,13 +55,37 @@ static int norm_composite(JitCtx *k, const NormExt *ne, td_tensor *x, td_tensor 
   return rc;
 }
 
+/* create_graph, batch_norm over x (N, C, S): the statistics over dims 0 and 2,
+**   dx = r (gw - mean gw - xh mean(gw xh)), dw = sum g xh, db = sum g */
+static int bn_composite(JitCtx *k, const NormExt *ne, td_tensor *x, td_tensor *w)
+{
+  int64_t s3[3] = { ne->R, ne->D, ne->S }, c3[3] = { 1, ne->D, 1 };
+  td_attrs at = { .ndims = 2, .keepdim = 1, .dtype = -1, .dims = { 0, 2 } };
+  td_tensor *X = reshape(k, x, 3, s3), *Gm = reshape(k, GO, 3, s3);
+#define BNRED(op, t, keep) ({ td_tensor *a_ = (t); at.keepdim = keep; a_ ? jit_tmp(k, td_op(op, 1, &a_, &at)) : NULL; })
+  td_tensor *xc = SUB(X, BNRED(RT_OP_MEAN, X, 1));
+  td_tensor *r = opn(k, RT_OP_ADD, BNRED(RT_OP_MEAN, MUL(xc, xc), 1), ne->eps);
+  r = r ? jit_tmp(k, td_op(RT_OP_RSQRT, 1, &r, NULL)) : NULL;
+  td_tensor *xh = MUL(xc, r);
+  int rc = 0;
+  if (needs(k, 0)) {
+    td_tensor *gw = w ? MUL(Gm, reshape(k, w, 3, c3)) : Gm;
+    td_tensor *dx = MUL(r, SUB(SUB(gw, BNRED(RT_OP_MEAN, gw, 1)), MUL(xh, BNRED(RT_OP_MEAN, MUL(gw, xh), 1))));
+    rc |= set(k, 0, reshape(k, dx, k->n->edge[0].ndim, k->n->edge[0].sizes));
+  }
+  if (needs(k, 1)) rc |= set(k, 1, reshape(k, BNRED(RT_OP_SUM, MUL(Gm, xh), 0), k->n->edge[1].ndim, k->n->edge[1].sizes));
+  if (needs(k, 2)) rc |= set(k, 2, reshape(k, BNRED(RT_OP_SUM, Gm, 0), k->n->edge[2].ndim, k->n->edge[2].sizes));
+#undef BNRED
+  return rc;
+}
+
 static int norm_backward(JitCtx *k)
 {
   const NormExt *ne = k->n->ext;
   td_tensor *x = jit_saved_in(k, 0), *w = k->n->edge[1].saved ? jit_saved_in(k, 1) : NULL;
-  if (!x || (k->n->edge[1].saved && !w) || !G) return TD_ERR_GRAD;
-  if (td_grad_enabled()) return norm_composite(k, ne, x, w);
-  td_tensor *g = contig(k, G), *xc = contig(k, x), *wc = w ? contig(k, w) : NULL;
+  if (!x || (k->n->edge[1].saved && !w) || !GO) return TD_ERR_GRAD;
+  if (td_grad_enabled()) return ne->bn ? bn_composite(k, ne, x, w) : norm_composite(k, ne, x, w);
+  td_tensor *g = contig(k, GO), *xc = contig(k, x), *wc = w ? contig(k, w) : NULL;
   if (!g || !xc || (w && !wc)) return TD_ERR_NOMEM;
   if (g->device_type != TD_CPU || !g->ptr || g->scalar_type != x->scalar_type)
     return rt_err(TD_ERR_GRAD, "%s: the gradient must be a CPU tensor of %s", k->n->rule->name,
@@ -141,7 +96,8 @@ static int norm_backward(JitCtx *k)
   td_tensor *dw = needs(k, 1) ? jit_tmp(k, rt_tensor_new(e[1].ndim, e[1].sizes, dt)) : NULL;
   td_tensor *db = needs(k, 2) ? jit_tmp(k, rt_tensor_new(e[2].ndim, e[2].sizes, dt)) : NULL;
   if ((needs(k, 0) && !dx) || (needs(k, 1) && !dw) || (needs(k, 2) && !db)) return TD_ERR_NOMEM;
-  RtNormJob j = { .kind = RT_NORM_BWD, .dtype = dt, .R = ne->R, .D = ne->D, .x = xc->ptr, .g = g->ptr,
+  RtNormJob j = { .kind = ne->bn ? RT_NORM_BN_BWD : RT_NORM_BWD, .dtype = dt, .R = ne->R, .D = ne->D, .M = ne->S,
+                  .x = xc->ptr, .g = g->ptr,
                   .w = wc ? wc->ptr : NULL, .dx = dx ? dx->ptr : NULL, .dw = dw ? dw->ptr : NULL,
                   .db = db ? db->ptr : NULL, .mean = ne->mean ? ne->mean->ptr : NULL, .rstd = ne->rstd->ptr,
                   .rms = ne->rms };
@@ -152,6 +108,7 @@ static int norm_backward(JitCtx *k)
 
 static const JitGradRule layer_norm_rule = { "layer_norm_backward", norm_backward, 0 };
 static const JitGradRule rms_norm_rule = { "rms_norm_backward", norm_backward, 0 };
+static const JitGradRule batch_norm_rule = { "batch_norm_backward", norm_backward, 0 };
 
 static td_tensor *norm_entry(const char *fn, td_tensor *x, int nd, td_tensor *w, td_tensor *b, double eps, int rms)
 {
@@ -211,6 +168,59 @@ TD_API td_tensor *td_rms_norm(td_tensor *x, int nd, td_tensor *w, double eps)
   return norm_entry("rms_norm", x, nd, w, NULL, eps, 1);
 }
 
+TD_API td_tensor *td_batch_norm(td_tensor *x, td_tensor *w, td_tensor *b, double eps, td_tensor **mean_out,
+                                td_tensor **var_out)
+{
+  const char *fn = "batch_norm";
+  if (mean_out) *mean_out = NULL;
+  if (var_out) *var_out = NULL;
+  RT_ARG(x, fn, 1, NULL);
+  RT_INTERRUPT_CHECK(NULL);
+  if (fused_arg(fn, x, 1, -1) || (w && fused_arg(fn, w, 2, x->scalar_type)) || (b && fused_arg(fn, b, 3, x->scalar_type)))
+    return NULL;
+  if (x->ndim < 2) return rt_errp(TD_ERR_SHAPE, "batch_norm: expected an input (N, C, ...), got %s", RT_SHAPE(x));
+  int64_t N = x->sizes[0], C = x->sizes[1], S = 1;
+  for (int i = 2; i < x->ndim; i++) S *= x->sizes[i];
+  if ((w && w->nelem != C) || (b && b->nelem != C))
+    return rt_errp(TD_ERR_SHAPE, "batch_norm: %s of shape %s for %lld channels", w && w->nelem != C ? "weight" : "bias",
+                   RT_SHAPE(w && w->nelem != C ? w : b), (long long)C);
+  int pe = rt_prof_on ? rt_prof_begin(TD_PROF_OP, fn, 1, &x) : -1;
+  int dt = x->scalar_type;
+  td_tensor *xc = rt_as_contig(x), *wc = w ? rt_as_contig(w) : NULL, *bc = b ? rt_as_contig(b) : NULL;
+  td_tensor *y = rt_tensor_new(x->ndim, x->sizes, dt);
+  td_tensor *mean = rt_tensor_new(1, &C, dt), *rstd = rt_tensor_new(1, &C, dt), *var = rt_tensor_new(1, &C, dt);
+  NormExt *ne = calloc(1, sizeof *ne);
+  JitNode *n = NULL;
+  if (!xc || (w && !wc) || (b && !bc) || !y || !mean || !rstd || !var || !ne) {
+    rt_err(TD_ERR_NOMEM, "%s: out of memory", fn);
+    goto fail;
+  }
+  RtNormJob j = { .kind = RT_NORM_BN_FWD, .dtype = dt, .R = N, .D = C, .M = S, .x = xc->ptr,
+                  .w = wc ? wc->ptr : NULL, .b = bc ? bc->ptr : NULL, .y = y->ptr, .mean = mean->ptr,
+                  .rstd = rstd->ptr, .var = var->ptr, .eps = eps };
+  if (rt_norm_run(&j)) goto fail;
+  if (mean_out) { td_retain(mean); *mean_out = mean; }
+  if (var_out) { td_retain(var); *var_out = var; }
+  if (wants_grad(x, w, b)) {
+    if (!(n = jit_node_custom(&batch_norm_rule, 3))) goto fail;
+    edge_of(n, 0, x, true); edge_of(n, 1, w, true); edge_of(n, 2, b, false);
+    *ne = (NormExt){ mean, rstd, eps, N, C, S, 0, 1 };
+    mean = rstd = NULL;
+    n->ext = ne; n->ext_free = norm_ext_free; ne = NULL;
+    node_attach(n, y);
+  }
+  td_release(xc); td_release(wc); td_release(bc); td_release(mean); td_release(rstd); td_release(var); free(ne);
+  if (pe >= 0) rt_prof_end(pe);
+  return y;
+fail:
+  if (mean_out && *mean_out) { td_release(*mean_out); *mean_out = NULL; }
+  if (var_out && *var_out) { td_release(*var_out); *var_out = NULL; }
+  td_release(xc); td_release(wc); td_release(bc); td_release(y); td_release(mean); td_release(rstd); td_release(var);
+  free(ne);
+  if (pe >= 0) rt_prof_end(pe);
+  return NULL;
+}
+
 /* -- cross_entropy ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -254,7 +264,7 @@ static int ce_composite(JitCtx *k, const CeExt *ce, td_tensor *x)
   td_attrs at = { .ndims = -1, .dtype = -1 };
   at.i[0] = 1;
   td_tensor *p = jit_tmp(k, td_op(RT_OP_SOFTMAX, 1, &x, &at));
-  td_tensor *gv = ce->reduction == TD_REDUCE_NONE ? reshape(k, G, 2, n1) : G;
+  td_tensor *gv = ce->reduction == TD_REDUCE_NONE ? reshape(k, GO, 2, n1) : GO;
   return set(k, 0, MUL(MUL(gv, S), ADD(MUL(A, p), B)));
 }
 
@@ -262,9 +272,9 @@ static int ce_backward(JitCtx *k)
 {
   const CeExt *ce = k->n->ext;
   td_tensor *x = jit_saved_in(k, 0);
-  if (!x || !G) return TD_ERR_GRAD;
+  if (!x || !GO) return TD_ERR_GRAD;
   if (td_grad_enabled()) return ce_composite(k, ce, x);
-  td_tensor *xc = contig(k, x), *g = contig(k, G);
+  td_tensor *xc = contig(k, x), *g = contig(k, GO);
   if (!xc || !g) return TD_ERR_NOMEM;
   if (g->device_type != TD_CPU || !g->ptr)
     return rt_err(TD_ERR_GRAD, "cross_entropy_backward: the gradient must be a CPU tensor");

@@ -188,13 +188,15 @@ bool rt_ew_grad_fits(const td_tensor *g, const td_tensor *v);
 td_tensor *rt_ew_grad(int op, int flags, const td_tensor *g, const td_tensor *v, double y);
 /* Fused eager row kernels (rt_norm.c), run by jit/jit_fused.c: every
 ** tensor contiguous on the CPU, of `dtype` (cross_entropy's target int64). */
-enum { RT_NORM_FWD, RT_NORM_BWD, RT_NORM_SM_BWD, RT_NORM_LSM_BWD, RT_NORM_CE_FWD, RT_NORM_CE_BWD };
+enum { RT_NORM_FWD, RT_NORM_BWD, RT_NORM_SM_BWD, RT_NORM_LSM_BWD, RT_NORM_CE_FWD, RT_NORM_CE_BWD,
+       RT_NORM_BN_FWD, RT_NORM_BN_BWD };
 typedef struct RtNormJob {
   int kind, dtype;
-  int64_t R, D, M;               /* rows and row length (softmax: P, K, M) */
+  int64_t R, D, M;               /* rows and row length (softmax: P, K, M; batch_norm: N, C, S) */
   const void *x, *g, *w, *b;     /* input, incoming gradient, weight, bias (NULL: none) */
   void *y, *dx, *dw, *db;        /* results (NULL: not wanted); softmax bwd: y is an input */
-  void *mean, *rstd;             /* norm: per-row statistics (mean NULL for rms) */
+  void *mean, *rstd;             /* norm: per-row statistics (mean NULL for rms); batch_norm: per channel */
+  void *var;                     /* batch_norm: the biased batch variance per channel (or NULL) */
   double eps;
   int rms;                       /* rms_norm instead of layer_norm */
   /* cross_entropy: x (R, D) logits */
@@ -213,6 +215,22 @@ int rt_norm_run(RtNormJob *j);
 ** dtype and shape, both contiguous, not tracing). */
 bool rt_softmax_grad_fits(const td_tensor *g, const td_tensor *y);
 td_tensor *rt_softmax_grad(const td_tensor *g, const td_tensor *y, int64_t dim, int log);
+/* Convolution and pooling without windows in memory (rt_convgemm.c), run by
+** jit/jit_conv.c: x (N, C, H, W), w (O, C/G, kh, kw), b (O), y (N, O, OH, OW)
+** (pooling: O = C, no w), contiguous CPU tensors of `dtype`. */
+typedef struct RtConvGeom {
+  int64_t N, C, H, W, O, G, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
+} RtConvGeom;
+enum { RT_CONV_FWD, RT_CONV_BWD, RT_POOL_MAX_FWD, RT_POOL_MAX_BWD, RT_POOL_AVG_FWD, RT_POOL_AVG_BWD };
+typedef struct RtConvJob {
+  int kind, dtype;
+  RtConvGeom g;
+  const void *x, *w, *b, *dy;    /* inputs (NULL: none) */
+  void *y, *dx, *dw, *db;        /* results (NULL: not wanted) */
+  int64_t *idx;                  /* max pool: the window position (ki kw + kj) of each output */
+} RtConvJob;
+int rt_conv_run(RtConvJob *j);
+void rt_blas_single(void);     /* OpenBLAS single-threaded inside the pool's threads (rt_blas.c) */
 /* The eager kernel of op for tensors on `device`. */
 RtKernFn rt_kern_of(int op, int device);
 int cl_kern(RtCall *c, td_tensor *out);      /* every op on opencl (opencl/cl_rt.c) */

@@ -206,13 +206,19 @@ static void mm_blas_items(void *ctx, int64_t begin, int64_t end)
   }
 }
 
-static void mm_blas(const MmCpu *m, int ta, int64_t lda, int tb, int64_t ldb, int dt)
+/* OpenBLAS runs single-threaded inside tide's pool threads, each on its own block */
+void rt_blas_single(void)
 {
   static int blas_single;
   if (!__atomic_load_n(&blas_single, __ATOMIC_ACQUIRE)) {
     openblas_set_num_threads(1);
     __atomic_store_n(&blas_single, 1, __ATOMIC_RELEASE);
   }
+}
+
+static void mm_blas(const MmCpu *m, int ta, int64_t lda, int tb, int64_t ldb, int dt)
+{
+  rt_blas_single();
   const RtMmGeom *g = &m->g;
   MmJob j = { .m = m, .ta = ta, .tb = tb, .dt = dt, .lda = lda, .ldb = ldb, .fld = rt_mm_fold_ld(g, ta, lda, INT_MAX) };
   int64_t nb = j.fld > 0 ? 1 : g->nbatch, M = j.fld > 0 ? g->nbatch * g->M : g->M, N = g->N;

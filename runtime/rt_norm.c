@@ -154,6 +154,56 @@ static int norm_bwd(const RtNormJob *j)
   return 0;
 }
 
+/* -- batch_norm (training) ---------------------------------------------------------------------
+** x (N, C, S) contiguous, statistics per channel c over its N x S values:
+** m = mean, r = 1/sqrt(biased var + eps), y = (x - m) r w + b; saves m and r
+** (C each). Backward, xh = (x - m) r, M = N S: dw = sum g xh, db = sum g,
+** dx = r w (g - db / M - xh dw / M). A channel is one thread's. */
+
+#define DEF_BN(sfx, T) \
+  static void bn_fwd_##sfx(const RtNormJob *j, int64_t c) { \
+    int64_t N = j->R, C = j->D, S = j->M; double M = (double)(N * S); \
+    double mean = 0, var = 0; \
+    for (int64_t n = 0; n < N; n++) { const T *x = (const T *)j->x + (n * C + c) * S; mean += LANE_SUM(S, (double)x[i]); } \
+    mean /= M; \
+    for (int64_t n = 0; n < N; n++) { const T *x = (const T *)j->x + (n * C + c) * S; \
+      var += LANE_SUM(S, ((double)x[i] - mean) * ((double)x[i] - mean)); } \
+    var /= M; \
+    T m = (T)mean, r = (T)(1.0 / sqrt(var + j->eps)); \
+    T w = j->w ? ((const T *)j->w)[c] : (T)1, b = j->b ? ((const T *)j->b)[c] : (T)0; \
+    ((T *)j->mean)[c] = m; ((T *)j->rstd)[c] = r; \
+    if (j->var) ((T *)j->var)[c] = (T)var; \
+    for (int64_t n = 0; n < N; n++) { const T *x = (const T *)j->x + (n * C + c) * S; T *y = (T *)j->y + (n * C + c) * S; \
+      if (j->w || j->b) for (int64_t i = 0; i < S; i++) y[i] = (x[i] - m) * r * w + b; \
+      else for (int64_t i = 0; i < S; i++) y[i] = (x[i] - m) * r; } } \
+  static void bn_bwd_##sfx(const RtNormJob *j, int64_t c) { \
+    int64_t N = j->R, C = j->D, S = j->M; double M = (double)(N * S); \
+    T m = ((const T *)j->mean)[c], r = ((const T *)j->rstd)[c], w = j->w ? ((const T *)j->w)[c] : (T)1; \
+    double sg = 0, sgx = 0; \
+    for (int64_t n = 0; n < N; n++) { \
+      const T *x = (const T *)j->x + (n * C + c) * S, *g = (const T *)j->g + (n * C + c) * S; \
+      sg += LANE_SUM(S, (double)g[i]); sgx += LANE_SUM(S, (double)g[i] * (double)((x[i] - m) * r)); } \
+    if (j->dw) ((T *)j->dw)[c] = (T)sgx; \
+    if (j->db) ((T *)j->db)[c] = (T)sg; \
+    if (!j->dx) return; \
+    T a = (T)(sg / M), k = (T)(sgx / M), rw = r * w; \
+    for (int64_t n = 0; n < N; n++) { \
+      const T *x = (const T *)j->x + (n * C + c) * S, *g = (const T *)j->g + (n * C + c) * S; \
+      T *dx = (T *)j->dx + (n * C + c) * S; \
+      for (int64_t i = 0; i < S; i++) dx[i] = rw * (g[i] - a - (x[i] - m) * r * k); } }
+DEF_BN(f32, float)
+DEF_BN(f64, double)
+
+static void bn_range(void *ctx, int64_t b, int64_t e)
+{
+  const RtNormJob *j = ctx;
+  bool f64 = j->dtype == TD_FLOAT64, fwd = j->kind == RT_NORM_BN_FWD;
+  for (int64_t c = b; c < e; c++) {
+    if (f64) { if (fwd) bn_fwd_f64(j, c); else bn_bwd_f64(j, c); }
+    else if (fwd) bn_fwd_f32(j, c); else bn_bwd_f32(j, c);
+  }
+}
+
 /* -- softmax and log_softmax backward ---------------------------------------------------------
 ** y (P, K, M) the forward's output, along K. softmax: dx = y (g - sum g y);
 ** log_softmax: dx = g - exp(y) sum g. M == 1: a row per unit; else chunks of
@@ -265,6 +315,11 @@ int RT_ISA_FN(rt_norm_run)(RtNormJob *j)
     int64_t units = j->M == 1 ? R : R * ((j->M + SM_CW - 1) / SM_CW);
     int64_t work = D * (j->M == 1 ? 1 : j->M < SM_CW ? j->M : SM_CW);
     rt_parallel_for(units, 1 + NORM_GRAIN / work, smb_range, j);
+    return 0;
+  }
+  case RT_NORM_BN_FWD: case RT_NORM_BN_BWD: {
+    int64_t per = j->R * j->M;
+    rt_parallel_for(j->D, 1 + NORM_GRAIN / (per > 0 ? per : 1), bn_range, j);
     return 0;
   }
   case RT_NORM_CE_FWD: case RT_NORM_CE_BWD:

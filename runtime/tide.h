@@ -327,12 +327,28 @@ TD_API void td_prefetch_free(td_prefetch *pf);
 ** rms_norm: y = x / sqrt(mean(x^2) + eps) * w.
 ** cross_entropy: logits x (N, C), target int64 (N) of 0-based classes or
 ** ignore_index, class weights w (C) or NULL (not differentiated), reduction
-** TD_REDUCE_*, label smoothing ls in [0, 1]: PyTorch's F.cross_entropy. */
+** TD_REDUCE_*, label smoothing ls in [0, 1]: PyTorch's F.cross_entropy.
+** batch_norm (training): x (N, C, ...) normalized per channel by its batch
+** statistics, y = (x - mean) / sqrt(var + eps) * w + b (w, b: C or NULL);
+** *mean and *var (when not NULL) get the batch mean and biased variance (C). */
 enum { TD_REDUCE_NONE = 0, TD_REDUCE_MEAN = 1, TD_REDUCE_SUM = 2 };
 TD_API td_tensor *td_layer_norm(td_tensor *x, int nd, td_tensor *w, td_tensor *b, double eps);
 TD_API td_tensor *td_rms_norm(td_tensor *x, int nd, td_tensor *w, double eps);
+TD_API td_tensor *td_batch_norm(td_tensor *x, td_tensor *w, td_tensor *b, double eps, td_tensor **mean,
+                                td_tensor **var);
 TD_API td_tensor *td_cross_entropy(td_tensor *x, td_tensor *target, td_tensor *w, int64_t ignore_index,
                                    int reduction, double ls);
+
+/* -- Convolution and pooling (jit/jit_conv.c, kernels in runtime/rt_convgemm.c) --
+** Eager fast paths as the fused row functions above (CPU, one float dtype, no
+** tracing; a custom node, its backward one kernel or the composite under
+** create_graph). conv2d: x (N, C, H, W), w (O, C/groups, kh, kw), b (O) or
+** NULL; p = { stride h, w, padding h, w, dilation h, w }. pool2d: max (max
+** != 0) or average (padding counted) over kh x kw windows of each plane;
+** p = { kh, kw, stride h, w, padding h, w, dilation h, w }; *indices (when
+** not NULL) gets each maximum's position in its window (ki kw + kj, int64). */
+TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int64_t *p, int64_t groups);
+TD_API td_tensor *td_pool2d(td_tensor *x, int max, const int64_t *p, td_tensor **indices);
 
 /* -- Profiler (runtime/rt_prof.c) ------------------------------------------------
 ** While enabled, every op through the dispatcher, every backward node, every

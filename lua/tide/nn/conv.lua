@@ -11,8 +11,26 @@ local raise, is_tensor = core.raise, core.is_tensor
 local args = require "tide.args"
 
 local F = {}
+local ffi, C = core.ffi, core.C
 
 local function pair(v) if type(v) == "number" then return { v, v } end return v end
+
+-- the fused eager kernels (jit/jit_conv.c) where tide.nn.functional allows them
+local function fused_ok(...)
+  local Fn = package.loaded["tide.nn.functional"]
+  return Fn and Fn._fused_ok(...)
+end
+local params = ffi.new("int64_t[8]")
+local function set_params(...)
+  local v = { ... }
+  for i = 1, #v do
+    if type(v[i]) ~= "number" or v[i] ~= math.floor(v[i]) then return false end
+    params[i - 1] = v[i]
+  end
+  return true
+end
+local idxp = ffi.new("td_tensor *[1]")
+local statp = ffi.new("td_tensor *[2]")
 
 -- output plane size of a window (k, stride st, padding pd, dilation dl) over H x W
 local function out_size(H, W, k, st, pd, dl)
@@ -66,6 +84,11 @@ function F.conv2d(x, w, b, opts)
     raise(("conv2d: input %s with %d groups needs weight (O, %d, kh, kw) and O divisible by %d, got weight %s")
       :format(shape(x), g, Cin % g == 0 and Cin / g or -1, g, shape(w)))
   end
+  local st, pd, dl = pair(opts.stride or 1), pair(opts.padding or 0), pair(opts.dilation or 1)
+  if fused_ok(x, w, b) and type(st) == "table" and type(pd) == "table" and type(dl) == "table" and
+     set_params(st[1], st[2], pd[1], pd[2], dl[1], dl[2]) then
+    return core.wrap(C.td_conv2d(x.p, w.p, b and b.p, params, g))
+  end
   local cols = tide.im2col(x, { kh, kw }, { stride = opts.stride, padding = opts.padding, dilation = opts.dilation })
   local L = cols:size(3)
   local K = Cg * kh * kw
@@ -108,6 +131,20 @@ local function windows(fname, x, kernel, opts)
   return cols, N, C, OH, OW
 end
 
+-- the fused kernel's result (and window positions, 0-based), or nil for the composite
+local function pool_fused(fname, x, kernel, opts, max)
+  if not is_tensor(x) or x:dim() ~= 4 or not fused_ok(x) then return nil end
+  local k = pair(kernel)
+  local st, pd, dl = pair(opts.stride or k), pair(opts.padding or 0), pair(opts.dilation or 1)
+  if type(k) ~= "table" or type(st) ~= "table" or type(pd) ~= "table" or type(dl) ~= "table" or
+     not set_params(k[1], k[2], st[1], st[2], pd[1], pd[2], dl[1], dl[2]) then
+    return nil
+  end
+  local y = core.wrap(C.td_pool2d(x.p, max and 1 or 0, params, max and idxp or nil))
+  if max then return y, core.wrap(idxp[0]) end
+  return y
+end
+
 -- max_pool2d(x, kernel_size, {stride=kernel_size, padding=0, dilation=1, return_indices=false})
 -- The padding must never win: the windows are taken of x shifted to be > 0, so
 -- im2col's zero padding is below every real value.
@@ -118,6 +155,12 @@ function F.max_pool2d(x, kernel, opts)
   if opts.ceil_mode then raise("max_pool2d: ceil_mode=true is not supported") end
   check4("max_pool2d", x)
   if x.dtype == tide.bool then raise("max_pool2d: bool input is not supported (convert it, e.g. x:to(tide.uint8))") end
+
+  local y, ix = pool_fused("max_pool2d", x, kernel, opts, true)
+  if y then
+    if opts.return_indices then return y, ix + 1 end
+    return y
+  end
   local shift = 0
   if (opts.padding or 0) ~= 0 then
     -- the shift is a tensor while traced (tide.compile), a number otherwise
@@ -138,6 +181,8 @@ function F.avg_pool2d(x, kernel, opts)
   opts = args.opts("avg_pool2d", opts, "stride padding ceil_mode count_include_pad", 3)
   if opts.ceil_mode then raise("avg_pool2d: ceil_mode=true is not supported") end
   if opts.count_include_pad == false then raise("avg_pool2d: count_include_pad=false is not supported") end
+  local y = pool_fused("avg_pool2d", x, kernel, opts, false)
+  if y then return y end
   local cols, N, C, OH, OW = windows("avg_pool2d", x, kernel, opts)
   return cols:mean(2):view(N, C, OH, OW)
 end
@@ -199,6 +244,18 @@ function F.batch_norm(x, rm, rv, w, b, opts)
   local bshape = { 1, C }
   for _ = 3, x:dim() do bshape[#bshape + 1] = 1 end
   local mean, var
+  if opts.training and count >= 2 and fused_ok(x, w, b) then
+    -- the fused kernel (jit/jit_fused.c); it returns the batch statistics for the running ones
+    local y = core.wrap(core.C.td_batch_norm(x.p, w and w.p, b and b.p, eps, statp, statp + 1))
+    local bm, bv = core.wrap(statp[0]), core.wrap(statp[1])
+    if rm ~= nil then
+      tide.no_grad(function()
+        rm:mul_(1 - momentum):add_(bm * momentum)
+        rv:mul_(1 - momentum):add_(bv * (momentum * count / (count - 1)))
+      end)
+    end
+    return y
+  end
   if opts.training then
     if count < 2 then raise(("batch_norm: expected more than 1 value per channel when training, got input %s"):format(shape(x))) end
     mean = x:mean(dims, true)

@@ -1,0 +1,256 @@
+/*
+** jit_conv.c -- eager convolution and pooling (td_conv2d, td_pool2d): the
+** kernels of runtime/rt_convgemm.c, which never hold the whole im2col matrix,
+** behind a custom autograd node whose backward is one kernel too. Under
+** create_graph the backward composes ops instead (unfold, matmul and fold for
+** the convolution, scatter_add or fold for pooling), so higher-order
+** gradients stay right. tide.compile keeps the Lua composite (im2col +
+** matmul, windows + a reduction), which it lowers itself.
+*/
+#include "jit_fused.h"
+#include <stdlib.h>
+
+typedef struct { RtConvGeom g; td_tensor *idx; int max; } ConvExt;
+
+static void conv_ext_free(void *p)
+{
+  ConvExt *e = p;
+  td_release(e->idx);
+  free(e);
+}
+
+/* the window attrs of unfold/fold (rt_conv.c) for geometry g */
+static td_attrs win_attrs(const RtConvGeom *g)
+{
+  td_attrs at = { .ndims = 6, .dtype = -1 };
+  at.i[0] = g->kh; at.i[1] = g->kw; at.i[2] = g->sh; at.i[3] = g->sw;
+  at.dims[0] = g->ph; at.dims[1] = g->pw; at.dims[2] = g->dh; at.dims[3] = g->dw;
+  at.dims[4] = g->H; at.dims[5] = g->W;
+  return at;
+}
+
+static td_tensor *op1a(JitCtx *k, int op, td_tensor *a, const td_attrs *at)
+{ return a ? jit_tmp(k, td_op(op, 1, &a, at)) : NULL; }
+static td_tensor *permute(JitCtx *k, td_tensor *a, int nd, const int64_t *perm)
+{ return a ? jit_tmp(k, td_permute(a, nd, perm)) : NULL; }
+
+/* -- conv2d ----------------------------------------------------------------------------------- */
+
+/* create_graph: from ops, cols = unfold(x) (N, G, K, L), dY (N, G, Og, L):
+**   dx = fold(W^T @ dY), dw = sum_n dY @ cols^T, db = sum dY over (n, h, w) */
+static int conv_composite(JitCtx *k, const RtConvGeom *g, td_tensor *x, td_tensor *w)
+{
+  int64_t Og = g->O / g->G, Cg = g->C / g->G, K = Cg * g->kh * g->kw, L = g->OH * g->OW;
+  (void)Og;
+  int64_t sw[3] = { g->G, Og, K }, sy[4] = { g->N, g->G, Og, L }, sc[4] = { g->N, g->G, K, L };
+  int64_t p021[3] = { 0, 2, 1 }, p0132[4] = { 0, 1, 3, 2 };
+  td_attrs at = win_attrs(g);
+  td_tensor *dy = reshape(k, GO, 4, sy);
+  int rc = 0;
+  if (needs(k, 0)) {
+    int64_t s3[3] = { g->N, g->C * g->kh * g->kw, L };
+    td_tensor *dc = op2(k, RT_OP_MATMUL, permute(k, reshape(k, w, 3, sw), 3, p021), dy);
+    rc |= set(k, 0, op1a(k, RT_OP_FOLD, reshape(k, dc, 3, s3), &at));
+  }
+  if (needs(k, 1)) {
+    td_tensor *cols = reshape(k, op1a(k, RT_OP_UNFOLD, x, &at), 4, sc);
+    td_tensor *dw = red(k, RT_OP_SUM, op2(k, RT_OP_MATMUL, dy, permute(k, cols, 4, p0132)), 0, 0);
+    rc |= set(k, 1, reshape(k, dw, k->n->edge[1].ndim, k->n->edge[1].sizes));
+  }
+  if (needs(k, 2)) {
+    td_attrs s = { .ndims = 3, .dtype = -1, .dims = { 0, 2, 3 } };
+    rc |= set(k, 2, op1a(k, RT_OP_SUM, GO, &s));
+  }
+  return rc;
+}
+
+static int conv_backward(JitCtx *k)
+{
+  const ConvExt *ce = k->n->ext;
+  td_tensor *x = jit_saved_in(k, 0), *w = jit_saved_in(k, 1);
+  if (!x || !w || !GO) return TD_ERR_GRAD;
+  if (td_grad_enabled()) return conv_composite(k, &ce->g, x, w);
+  td_tensor *g = contig(k, GO), *xc = contig(k, x), *wc = contig(k, w);
+  if (!g || !xc || !wc) return TD_ERR_NOMEM;
+  int dt = x->scalar_type;
+  if (g->device_type != TD_CPU || !g->ptr || g->scalar_type != dt)
+    return rt_err(TD_ERR_GRAD, "conv2d_backward: the gradient must be a CPU tensor of %s", td_dtype_name(dt));
+  JitEdge *e = k->n->edge;
+  td_tensor *dx = needs(k, 0) ? jit_tmp(k, rt_tensor_new(x->ndim, x->sizes, dt)) : NULL;
+  td_tensor *dw = needs(k, 1) ? jit_tmp(k, rt_tensor_new(w->ndim, w->sizes, dt)) : NULL;
+  td_tensor *db = needs(k, 2) ? jit_tmp(k, rt_tensor_new(e[2].ndim, e[2].sizes, dt)) : NULL;
+  if ((needs(k, 0) && !dx) || (needs(k, 1) && !dw) || (needs(k, 2) && !db)) return TD_ERR_NOMEM;
+  RtConvJob j = { .kind = RT_CONV_BWD, .dtype = dt, .g = ce->g, .x = xc->ptr, .w = wc->ptr, .dy = g->ptr,
+                  .dx = dx ? dx->ptr : NULL, .dw = dw ? dw->ptr : NULL, .db = db ? db->ptr : NULL };
+  int rc = rt_conv_run(&j);
+  return rc ? rc : set(k, 0, dx) | set(k, 1, dw) | set(k, 2, db);
+}
+
+static const JitGradRule conv_rule = { "conv2d_backward", conv_backward, 0 };
+
+/* The output plane of windows (checked sizes); error names fn. */
+static int conv_geom(const char *fn, RtConvGeom *g)
+{
+  if (g->kh < 1 || g->kw < 1 || g->sh < 1 || g->sw < 1 || g->dh < 1 || g->dw < 1 || g->ph < 0 || g->pw < 0)
+    return rt_err(TD_ERR_ARG, "%s: kernel (%lld,%lld), stride (%lld,%lld) and dilation (%lld,%lld) must be positive "
+                  "and padding (%lld,%lld) non-negative", fn, (long long)g->kh, (long long)g->kw, (long long)g->sh,
+                  (long long)g->sw, (long long)g->dh, (long long)g->dw, (long long)g->ph, (long long)g->pw);
+  int64_t eh = g->dh * (g->kh - 1) + 1, ew = g->dw * (g->kw - 1) + 1;
+  if (g->H + 2 * g->ph < eh || g->W + 2 * g->pw < ew)
+    return rt_err(TD_ERR_SHAPE, "%s: the %lldx%lld kernel (dilated %lldx%lld) does not fit the padded %lldx%lld input",
+                  fn, (long long)g->kh, (long long)g->kw, (long long)eh, (long long)ew, (long long)(g->H + 2 * g->ph),
+                  (long long)(g->W + 2 * g->pw));
+  g->OH = (g->H + 2 * g->ph - eh) / g->sh + 1;
+  g->OW = (g->W + 2 * g->pw - ew) / g->sw + 1;
+  int64_t kk = g->kh * g->kw * (g->C / (g->G > 0 ? g->G : 1));
+  if (g->N * g->O * g->OH * g->OW > INT32_MAX * 64LL || kk > INT32_MAX || g->OH * g->OW > INT32_MAX)
+    return rt_err(TD_ERR_SHAPE, "%s: sizes above BLAS's limits", fn);
+  return 0;
+}
+
+TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int64_t *p, int64_t groups)
+{
+  const char *fn = "conv2d";
+  RT_ARG(x, fn, 1, NULL);
+  RT_ARG(w, fn, 2, NULL);
+  RT_INTERRUPT_CHECK(NULL);
+  if (fused_arg(fn, x, 1, -1) || fused_arg(fn, w, 2, x->scalar_type) || (b && fused_arg(fn, b, 3, x->scalar_type)))
+    return NULL;
+  if (x->ndim != 4 || w->ndim != 4 || groups < 1 || x->sizes[1] % groups || w->sizes[0] % groups ||
+      w->sizes[1] * groups != x->sizes[1] || (b && b->nelem != w->sizes[0]))
+    return rt_errp(TD_ERR_SHAPE, "conv2d: input %s, weight %s%s%s and %lld groups do not fit (N, C, H, W), "
+                   "(O, C/groups, kh, kw) and (O)", RT_SHAPE(x), RT_SHAPE(w), b ? ", bias " : "", b ? RT_SHAPE(b) : "",
+                   (long long)groups);
+  RtConvGeom g = { .N = x->sizes[0], .C = x->sizes[1], .H = x->sizes[2], .W = x->sizes[3], .O = w->sizes[0],
+                   .G = groups, .kh = w->sizes[2], .kw = w->sizes[3], .sh = p[0], .sw = p[1], .ph = p[2], .pw = p[3],
+                   .dh = p[4], .dw = p[5] };
+  if (conv_geom(fn, &g)) return NULL;
+  int pe = rt_prof_on ? rt_prof_begin(TD_PROF_OP, fn, 1, &x) : -1;
+  int dt = x->scalar_type;
+  int64_t ys[4] = { g.N, g.O, g.OH, g.OW };
+  td_tensor *xc = rt_as_contig(x), *wc = rt_as_contig(w), *bc = b ? rt_as_contig(b) : NULL;
+  td_tensor *y = rt_tensor_new(4, ys, dt);
+  ConvExt *ce = calloc(1, sizeof *ce);
+  JitNode *n = NULL;
+  if (!xc || !wc || (b && !bc) || !y || !ce) { rt_err(TD_ERR_NOMEM, "conv2d: out of memory"); goto fail; }
+  RtConvJob j = { .kind = RT_CONV_FWD, .dtype = dt, .g = g, .x = xc->ptr, .w = wc->ptr, .b = bc ? bc->ptr : NULL,
+                  .y = y->ptr };
+  if (y->nelem > 0 && rt_conv_run(&j)) goto fail;
+  if (wants_grad(x, w, b)) {
+    if (!(n = jit_node_custom(&conv_rule, 3))) goto fail;
+    edge_of(n, 0, x, true); edge_of(n, 1, w, true); edge_of(n, 2, b, false);
+    ce->g = g;
+    n->ext = ce; n->ext_free = conv_ext_free; ce = NULL;
+    node_attach(n, y);
+  }
+  td_release(xc); td_release(wc); td_release(bc); free(ce);
+  if (pe >= 0) rt_prof_end(pe);
+  return y;
+fail:
+  td_release(xc); td_release(wc); td_release(bc); td_release(y); free(ce);
+  if (pe >= 0) rt_prof_end(pe);
+  return NULL;
+}
+
+/* -- Pooling --------------------------------------------------------------------------------- */
+
+/* create_graph: linear in g. max: g scattered to each maximum's position
+** (scatter_add over the flattened plane); average: fold(g / (kh kw)). */
+static int pool_composite(JitCtx *k, const ConvExt *pe)
+{
+  const RtConvGeom *g = &pe->g;
+  int64_t P = g->N * g->C, L = g->OH * g->OW, HW = g->H * g->W, kk = g->kh * g->kw;
+  int dt = k->n->edge[0].scalar_type;
+  td_tensor *d;
+  if (pe->max) {
+    int64_t s2[2] = { P, L }, sp[2] = { P, HW };
+    td_tensor *pos = jit_tmp(k, rt_tensor_new(2, s2, TD_INT64)), *z = jit_tmp(k, rt_full_on(TD_CPU, 2, sp, 0, dt));
+    if (!pos || !z) return TD_ERR_NOMEM;
+    const int64_t *ix = pe->idx->ptr;
+    int64_t *q = pos->ptr;
+    for (int64_t i = 0; i < P * L; i++) {
+      int64_t l = i % L, oh = l / g->OW, ow = l % g->OW, ki = ix[i] / g->kw, kj = ix[i] % g->kw;
+      int64_t ih = oh * g->sh - g->ph + ki * g->dh, iw = ow * g->sw - g->pw + kj * g->dw;
+      q[i] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? ih * g->W + iw : 0;
+    }
+    td_attrs at = { .ndims = -1, .dtype = -1 };
+    at.i[0] = 1;
+    td_tensor *src = reshape(k, GO, 2, s2), *in[3] = { z, pos, src };
+    d = src ? jit_tmp(k, td_op(RT_OP_SCATTER_ADD, 3, in, &at)) : NULL;
+  } else {
+    int64_t s1[3] = { P, 1, L }, se[3] = { P, kk, L };
+    td_tensor *gv = reshape(k, GO, 3, s1);
+    td_tensor *ge = gv ? jit_tmp(k, td_expand(gv, 3, se)) : NULL;
+    RtConvGeom g1 = *g;
+    g1.C = 1;
+    td_attrs at = win_attrs(&g1);
+    d = op1a(k, RT_OP_FOLD, opn(k, RT_OP_MUL, ge, 1.0 / (double)kk), &at);
+  }
+  return set(k, 0, reshape(k, d, k->n->edge[0].ndim, k->n->edge[0].sizes));
+}
+
+static int pool_backward(JitCtx *k)
+{
+  const ConvExt *pe = k->n->ext;
+  if (k->n->released)
+    return rt_err(TD_ERR_GRAD, "%s: trying to backward through the graph a second time (or to read saved values "
+                  "after they were freed); pass retain_graph=true to the first backward", k->n->rule->name);
+  if (!GO) return TD_ERR_GRAD;
+  if (td_grad_enabled()) return pool_composite(k, pe);
+  td_tensor *g = contig(k, GO);
+  int dt = k->n->edge[0].scalar_type;
+  if (!g) return TD_ERR_NOMEM;
+  if (g->device_type != TD_CPU || !g->ptr || g->scalar_type != dt)
+    return rt_err(TD_ERR_GRAD, "%s: the gradient must be a CPU tensor of %s", k->n->rule->name, td_dtype_name(dt));
+  td_tensor *dx = jit_tmp(k, rt_tensor_new(k->n->edge[0].ndim, k->n->edge[0].sizes, dt));
+  if (!dx) return TD_ERR_NOMEM;
+  RtConvJob j = { .kind = pe->max ? RT_POOL_MAX_BWD : RT_POOL_AVG_BWD, .dtype = dt, .g = pe->g, .dy = g->ptr,
+                  .dx = dx->ptr, .idx = pe->idx ? pe->idx->ptr : NULL };
+  int rc = rt_conv_run(&j);
+  return rc ? rc : set(k, 0, dx);
+}
+
+static const JitGradRule max_pool_rule = { "max_pool2d_backward", pool_backward, 0 };
+static const JitGradRule avg_pool_rule = { "avg_pool2d_backward", pool_backward, 0 };
+
+TD_API td_tensor *td_pool2d(td_tensor *x, int max, const int64_t *p, td_tensor **indices)
+{
+  const char *fn = max ? "max_pool2d" : "avg_pool2d";
+  if (indices) *indices = NULL;
+  RT_ARG(x, fn, 1, NULL);
+  RT_INTERRUPT_CHECK(NULL);
+  if (fused_arg(fn, x, 1, -1)) return NULL;
+  if (x->ndim != 4) return rt_errp(TD_ERR_SHAPE, "%s: expected a 4-D input (N, C, H, W), got %s", fn, RT_SHAPE(x));
+  RtConvGeom g = { .N = x->sizes[0], .C = x->sizes[1], .H = x->sizes[2], .W = x->sizes[3], .O = x->sizes[1], .G = 1,
+                   .kh = p[0], .kw = p[1], .sh = p[2], .sw = p[3], .ph = p[4], .pw = p[5], .dh = p[6], .dw = p[7] };
+  if (conv_geom(fn, &g)) return NULL;
+  if (2 * g.ph > g.kh || 2 * g.pw > g.kw)
+    return rt_errp(TD_ERR_ARG, "%s: padding {%lld, %lld} must be at most half the kernel {%lld, %lld}", fn,
+                   (long long)g.ph, (long long)g.pw, (long long)g.kh, (long long)g.kw);
+  int pe = rt_prof_on ? rt_prof_begin(TD_PROF_OP, fn, 1, &x) : -1;
+  int dt = x->scalar_type;
+  int64_t ys[4] = { g.N, g.C, g.OH, g.OW };
+  td_tensor *xc = rt_as_contig(x), *y = rt_tensor_new(4, ys, dt), *idx = max ? rt_tensor_new(4, ys, TD_INT64) : NULL;
+  ConvExt *ce = calloc(1, sizeof *ce);
+  JitNode *n = NULL;
+  if (!xc || !y || (max && !idx) || !ce) { rt_err(TD_ERR_NOMEM, "%s: out of memory", fn); goto fail; }
+  RtConvJob j = { .kind = max ? RT_POOL_MAX_FWD : RT_POOL_AVG_FWD, .dtype = dt, .g = g, .x = xc->ptr, .y = y->ptr,
+                  .idx = idx ? idx->ptr : NULL };
+  if (y->nelem > 0 && rt_conv_run(&j)) goto fail;
+  if (wants_grad(x, NULL, NULL)) {
+    if (!(n = jit_node_custom(max ? &max_pool_rule : &avg_pool_rule, 1))) goto fail;
+    edge_of(n, 0, x, false);
+    ce->g = g; ce->max = max; ce->idx = idx;
+    if (idx) td_retain(idx);
+    n->ext = ce; n->ext_free = conv_ext_free; ce = NULL;
+    node_attach(n, y);
+  }
+  if (indices) *indices = idx; else td_release(idx);
+  td_release(xc); free(ce);
+  if (pe >= 0) rt_prof_end(pe);
+  return y;
+fail:
+  td_release(xc); td_release(y); td_release(idx); free(ce);
+  if (pe >= 0) rt_prof_end(pe);
+  return NULL;
+}
