@@ -144,7 +144,7 @@ static td_tensor *norm_entry(const char *fn, td_tensor *x, int nd, td_tensor *w,
   if (grad) {
     if (!(n = jit_node_custom(rms ? &rms_norm_rule : &layer_norm_rule, 3))) goto fail;
     edge_of(n, 0, x, true); edge_of(n, 1, w, true); edge_of(n, 2, b, false);
-    *ne = (NormExt){ mean, rstd, eps, R, D, rms };
+    *ne = (NormExt){ .mean = mean, .rstd = rstd, .eps = eps, .R = R, .D = D, .S = 1, .rms = rms };
     mean = rstd = NULL;
     n->ext = ne; n->ext_free = norm_ext_free; ne = NULL;
     node_attach(n, y);
@@ -204,7 +204,7 @@ TD_API td_tensor *td_batch_norm(td_tensor *x, td_tensor *w, td_tensor *b, double
   if (wants_grad(x, w, b)) {
     if (!(n = jit_node_custom(&batch_norm_rule, 3))) goto fail;
     edge_of(n, 0, x, true); edge_of(n, 1, w, true); edge_of(n, 2, b, false);
-    *ne = (NormExt){ mean, rstd, eps, N, C, S, 0, 1 };
+    *ne = (NormExt){ .mean = mean, .rstd = rstd, .eps = eps, .R = N, .D = C, .S = S, .bn = 1 };
     mean = rstd = NULL;
     n->ext = ne; n->ext_free = norm_ext_free; ne = NULL;
     node_attach(n, y);

@@ -25,6 +25,19 @@ local ya = xg:silu() + xg:gelu() + xg:sin() ^ 2 + xg:tanh() + xg:erf() + xg:abs(
 ya:backward(x); put(xg.grad)
 put(m:sum(2)); put(m:mean(1)); put(m:max(2)); put(m:std(1)); put(m:logsumexp(2))
 put(m:softmax(-1)); put(m:log_softmax(1))
+-- the fused row functions, convolution, pooling and batch norm, forward and backward
+local F = tide.nn.functional
+local xl = m:clone():requires_grad_()
+local wl, bl = tide.randn(129):requires_grad_(), tide.randn(129):requires_grad_()
+local yl = F.layer_norm(xl, 129, wl, bl) + F.rms_norm(xl, 129, wl) + xl:softmax(-1) + xl:log_softmax(1)
+yl:backward(m); put(yl:detach()); put(xl.grad); put(wl.grad); put(bl.grad)
+xl.grad = nil
+local lc = F.cross_entropy(xl, tide.randint(1, 130, { 37 }), { label_smoothing = 0.1 })
+lc:backward(); put(lc:detach():view(1)); put(xl.grad)
+local xc, wc = tide.randn(3, 4, 11, 10):requires_grad_(), tide.randn(5, 4, 3, 3):requires_grad_()
+local yc = F.conv2d(xc, wc, nil, { padding = 1 })
+local yp = F.batch_norm(F.max_pool2d(yc, 2) + F.avg_pool2d(yc, 2), nil, nil, nil, nil, { training = true })
+yp:backward(tide.randn(3, 5, 5, 5)); put(yp:detach()); put(xc.grad); put(wc.grad)
 local q, k, v = tide.randn(2, 3, 17, 8), tide.randn(2, 3, 17, 8), tide.randn(2, 3, 17, 8)
 put(tide.nn.functional.scaled_dot_product_attention(q, k, v, { is_causal = true }))
 put(tide.im2col(tide.randn(2, 3, 9, 9), { 3, 3 }, { padding = 1 }))

@@ -1,0 +1,166 @@
+-- Eager convolution, pooling and batch norm without windows in memory (issue 16;
+-- jit/jit_conv.c, runtime/rt_convgemm.c, rt_norm.c): values and gradients agree
+-- with the composite forms (im2col + matmul, windows + a reduction; F.fused =
+-- false) across strides, padding, dilation, groups, 1x1 kernels, several tiles
+-- and several images per GEMM; gradcheck in float64 to the second order; no
+-- unfold or matmul runs.
+local tide = require "tide"
+local H = require "helper"
+local F = tide.nn.functional
+local A = tide.autograd
+
+local function composite(f, ...)
+  F.fused = false
+  local r = { pcall(f, ...) }
+  F.fused = true
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2)
+end
+
+-- y and the gradients of (y * v):sum() w.r.t. the inputs that require grad
+local function run(f, inputs)
+  for _, x in ipairs(inputs) do x.grad = nil end
+  local y = f()
+  tide.manual_seed(11)
+  local v = tide.randn(y:size(), { dtype = y.dtype })
+  ;(y * v):sum():backward()
+  local gs = {}
+  for i, x in ipairs(inputs) do gs[i] = x.grad end
+  return y:detach(), gs
+end
+
+local function agree(f, inputs, tol, what)
+  local yf, gf = run(f, inputs)
+  local yc, gc = composite(run, f, inputs)
+  H.close(yf, yc, tol, what .. ": y")
+  for i = 1, #inputs do H.close(gf[i], gc[i], tol * 10, what .. ": gradient " .. i) end
+end
+
+local TOL = { float32 = 2e-4, float64 = 1e-10 }
+
+describe("fused conv2d", function()
+  local cases = {
+    { "3x3 padding 1", 2, 3, 9, 8, 4, 3, 3, { padding = 1 } },
+    { "stride 2, padding (1, 2)", 2, 3, 9, 10, 5, 3, 3, { stride = 2, padding = { 1, 2 } } },
+    { "dilation 2, 2x3 kernel", 1, 2, 11, 9, 3, 2, 3, { dilation = 2, padding = 1 } },
+    { "groups 2", 2, 4, 7, 7, 6, 3, 3, { groups = 2, padding = 1 } },
+    { "1x1", 3, 5, 6, 7, 4, 1, 1, {} },
+    { "32 channels (dX by the flipped convolution)", 1, 32, 6, 6, 8, 3, 3, { padding = 1 } },
+    { "several tiles", 1, 30, 33, 32, 4, 3, 3, { padding = 1 } },
+    { "several images per GEMM", 19, 2, 5, 5, 3, 3, 3, { padding = 1 } },
+    { "padding larger than the kernel's reach", 2, 2, 4, 4, 3, 2, 2, { padding = 2 } },
+  }
+  for _, dt in ipairs { tide.float32, tide.float64 } do
+    for _, c in ipairs(cases) do
+      it(("%s %s: the composite's values and gradients"):format(dt.name, c[1]), function()
+        local name, N, Cin, Hh, W, O, kh, kw, opts = unpack(c)
+        local g = opts.groups or 1
+        tide.manual_seed(9)
+        local x = tide.randn(N, Cin, Hh, W, { dtype = dt }):requires_grad_()
+        local w = (tide.randn(O, Cin / g, kh, kw, { dtype = dt }) * 0.3):requires_grad_()
+        local b = tide.randn(O, { dtype = dt }):requires_grad_()
+        agree(function() return F.conv2d(x, w, b, opts) end, { x, w, b }, TOL[dt.name], name)
+        agree(function() return F.conv2d(x, w, nil, opts) end, { x, w }, TOL[dt.name], name .. ", no bias")
+      end)
+    end
+  end
+
+  it("conv1d and a non-contiguous input", function()
+    local x = tide.randn(2, 3, 17, { dtype = tide.float64 }):requires_grad_()
+    local w = tide.randn(4, 3, 5, { dtype = tide.float64 }):requires_grad_()
+    agree(function() return F.conv1d(x, w, nil, { padding = 2, stride = 2 }) end, { x, w }, 1e-10, "conv1d")
+    local xt = tide.randn(2, 3, 6, 5, { dtype = tide.float64 }):transpose(3, 4)
+    local w2 = tide.randn(2, 3, 3, 3, { dtype = tide.float64 })
+    H.close(F.conv2d(xt, w2), composite(F.conv2d, xt, w2), 1e-10)
+  end)
+
+  it("runs no unfold, matmul or fold", function()
+    local x = tide.randn(2, 4, 8, 8):requires_grad_()
+    local w = tide.randn(5, 4, 3, 3):requires_grad_()
+    local rep = tide.profiler.profile(function() F.conv2d(x, w, nil, { padding = 1 }):backward(tide.randn(2, 5, 8, 8)) end)
+    for _, e in ipairs(rep.events) do
+      assert(e.name ~= "unfold" and e.name ~= "matmul" and e.name ~= "fold", e.name)
+    end
+  end)
+
+  it("gradcheck in float64, first and second order", function()
+    local x, w, b = H.rand64({ 2, 2, 5, 4 }), H.rand64({ 3, 2, 3, 2 }), H.rand64({ 3 })
+    local opts = { padding = 1, stride = { 2, 1 } }
+    H.gradcheck(function(a, ww, bb) return F.conv2d(a, ww, bb, opts) end, { x, w, b })
+    tide.manual_seed(12)
+    local v = tide.randn(F.conv2d(x, w, b, opts):size(), { dtype = tide.float64 })
+    H.gradcheck(function(a, ww, bb)
+      return A.enable_grad(function()
+        return unpack(A.grad({ (F.conv2d(a, ww, bb, opts) * v):sum() }, { a, ww, bb }, { create_graph = true }))
+      end)
+    end, { x, w, b })
+  end)
+end)
+
+describe("fused pooling", function()
+  for _, dt in ipairs { tide.float32, tide.float64 } do
+    for _, c in ipairs {
+      { 2, {} }, { 3, { stride = 2, padding = 1 } }, { { 2, 3 }, { stride = { 1, 2 } } }, { 3, { dilation = 2, padding = 1 } },
+    } do
+      it(("%s kernel %s: max and average as the composites, indices too"):format(dt.name,
+        type(c[1]) == "table" and table.concat(c[1], "x") or c[1]), function()
+        tide.manual_seed(13)
+        local x = tide.randn(2, 3, 9, 10, { dtype = dt }):requires_grad_()
+        local o = {}
+        for k, v in pairs(c[2]) do o[k] = v end
+        agree(function() return F.max_pool2d(x, c[1], o) end, { x }, TOL[dt.name], "max_pool2d")
+        if not o.dilation then
+          agree(function() return F.avg_pool2d(x, c[1], o) end, { x }, TOL[dt.name], "avg_pool2d")
+        end
+        o.return_indices = true
+        local _, i1 = F.max_pool2d(x, c[1], o)
+        local _, i2 = composite(F.max_pool2d, x, c[1], o)
+        assert.same(i2:totable(), i1:totable())
+      end)
+    end
+  end
+
+  it("gradcheck in float64, first and second order", function()
+    local x = H.rand64({ 1, 2, 6, 5 })
+    for _, f in ipairs { F.max_pool2d, F.avg_pool2d } do
+      H.gradcheck(function(a) return f(a, 3, { stride = 2, padding = 1 }) end, { x })
+      H.gradcheck(function(a)
+        return A.enable_grad(function()
+          local y = f(a, 3, { stride = 2, padding = 1 })
+          return A.grad({ (y * y):sum() }, { a }, { create_graph = true })[1]
+        end)
+      end, { x })
+    end
+  end)
+end)
+
+describe("fused batch_norm in training", function()
+  for _, dt in ipairs { tide.float32, tide.float64 } do
+    it(dt.name .. ": the composite's values, gradients and running statistics", function()
+      tide.manual_seed(14)
+      local x = (tide.randn(6, 3, 5, 4, { dtype = dt }) * 2 + 1):requires_grad_()
+      local w, b = tide.randn(3, { dtype = dt }):requires_grad_(), tide.randn(3, { dtype = dt }):requires_grad_()
+      agree(function() return F.batch_norm(x, nil, nil, w, b, { training = true }) end, { x, w, b }, TOL[dt.name], "bn")
+      local rm1, rv1 = tide.zeros(3, { dtype = dt }), tide.ones(3, { dtype = dt })
+      local rm2, rv2 = rm1:clone(), rv1:clone()
+      F.batch_norm(x, rm1, rv1, w, b, { training = true, momentum = 0.3 })
+      composite(function() return F.batch_norm(x, rm2, rv2, w, b, { training = true, momentum = 0.3 }) end)
+      H.close(rm1, rm2, TOL[dt.name]); H.close(rv1, rv2, TOL[dt.name])
+      agree(function() return F.batch_norm(x:view(6, 3, 20), nil, nil, nil, nil, { training = true }) end, { x },
+        TOL[dt.name], "bn, 3-D, no affine")
+    end)
+  end
+
+  it("gradcheck in float64, first and second order", function()
+    local x, w, b = H.rand64({ 4, 2, 3 }), H.rand64({ 2 }), H.rand64({ 2 })
+    local function f(a, ww, bb) return F.batch_norm(a, nil, nil, ww, bb, { training = true }) end
+    H.gradcheck(f, { x, w, b })
+    tide.manual_seed(15)
+    local v = tide.randn(4, 2, 3, { dtype = tide.float64 })
+    H.gradcheck(function(a, ww, bb)
+      return A.enable_grad(function()
+        return unpack(A.grad({ (f(a, ww, bb) * v):sum() }, { a, ww, bb }, { create_graph = true }))
+      end)
+    end, { x, w, b })
+  end)
+end)
