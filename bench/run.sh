@@ -4,7 +4,12 @@
 #   sh bench/run.sh                   3 rounds at 2 threads (~4 min)
 #   BENCH_ROUNDS=1 sh bench/run.sh    quicker, noisier
 #   BENCH_THREADS="2 1" sh bench/run.sh  each round at 2, then 1 thread
-#   BENCH_PARTS=compile sh bench/run.sh  only the tide.compile part (BENCH_PARTS="eager compile" is the default)
+#   BENCH_PARTS=compile sh bench/run.sh  only the tide.compile part (BENCH_PARTS="eager compile torch2" is the default)
+#   BENCH_PARTS=torch2 sh bench/run.sh   only issue 16's eager workloads (bench/eager_work.lua) beside PyTorch 2.x
+#     eager and torch.compile (bench/peers_torch2/eager_work.py, in the venv of bench/setup-torch.sh:
+#     $TORCH_VENV, default build/venv-torch; BENCH_TORCH_COMPILE=0 skips torch.compile) and Debian's
+#     torch 1.13 when /usr/bin/python3 has it; round 1 also trains one epoch of the CNN example on each
+#     side (Fashion-MNIST, make fashion installs it; BENCH_CNN=0 skips it)
 # Each round runs, one process each: the per-op benchmarks (tide from Lua, the
 # same op from C, tide from Lua with LuaJIT's default GC step multiplier (200) for comparison,
 # PyTorch from Python), then the bandwidth ones (C loop with
@@ -27,13 +32,15 @@ THREADS=${BENCH_THREADS:-2}
 ROUNDS=${BENCH_ROUNDS:-3}
 OPS=${BENCH_OPS:-1000000}
 DIR=${BENCH_DIR:-$BUILD/bench}
-PARTS=${BENCH_PARTS:-eager compile}
+PARTS=${BENCH_PARTS:-eager compile torch2}
 PY=/usr/bin/python3
 mkdir -p "$DIR"
 REC=$DIR/records.tsv
 CREC=$DIR/compile.tsv
+WREC=$DIR/work.tsv
 : > "$REC"
 : > "$CREC"
+: > "$WREC"
 has_part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 [ -f "$BUILD/libtide.a" ] || { echo "bench: $BUILD/libtide.a not found; run 'make' first" >&2; exit 1; }
@@ -57,7 +64,18 @@ grep -qw avx512f /proc/cpuinfo && CAP=avx512 CORE=SkylakeX
 TORCH_ENV="ATEN_CPU_CAPABILITY=$CAP OPENBLAS_CORETYPE=$CORE OMP_WAIT_POLICY=PASSIVE MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736"
 HAVE_TORCH=0
 [ -x $PY ] && $PY -c 'import torch' 2>/dev/null && HAVE_TORCH=1
-[ $HAVE_TORCH = 1 ] || echo "bench: no torch for $PY (Debian python3-torch); PyTorch peers skipped"
+[ $HAVE_TORCH = 1 ] || echo "bench: no torch for $PY (Debian python3-torch); PyTorch 1.13 peers skipped"
+TORCH_VENV=${TORCH_VENV:-$BUILD/venv-torch}
+case $TORCH_VENV in /*) ;; *) TORCH_VENV=$ROOT/$TORCH_VENV ;; esac
+T2PY=$TORCH_VENV/bin/python
+HAVE_TORCH2=0
+if has_part torch2; then
+  [ -x "$T2PY" ] && "$T2PY" -c 'import torch' 2>/dev/null && HAVE_TORCH2=1
+  [ $HAVE_TORCH2 = 1 ] || echo "bench: no PyTorch 2.x in $TORCH_VENV (sh bench/setup-torch.sh makes it); its peers skipped"
+fi
+CNN_DIR=/usr/share/datasets/fashion-mnist
+HAVE_CNN=0
+[ "${BENCH_CNN:-1}" != 0 ] && [ -f $CNN_DIR/train-images-idx3-ubyte.gz ] && HAVE_CNN=1
 
 echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs," \
      "$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), load: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -73,6 +91,12 @@ crun() {  # crun <round> <command...>: the same, into the compile part's records
   r=$1; shift
   BENCH_OUT=$DIR/round.tsv "$@"
   [ -f "$DIR/round.tsv" ] && awk -v r="$r" '{ print r "\t" $0 }' "$DIR/round.tsv" >> "$CREC"
+  rm -f "$DIR/round.tsv"
+}
+wrun() {  # wrun <round> <command...>: the same, into the eager workloads' records
+  r=$1; shift
+  BENCH_OUT=$DIR/round.tsv "$@"
+  [ -f "$DIR/round.tsv" ] && awk -v r="$r" '{ print r "\t" $0 }' "$DIR/round.tsv" >> "$WREC"
   rm -f "$DIR/round.tsv"
 }
 tpeer() {  # tpeer <round> <script in bench/peers> <args...>: a shared PyTorch peer (JSON lines) as records
@@ -113,6 +137,17 @@ while [ $r -le "$ROUNDS" ]; do
       crun $r env TIDE_NUM_THREADS=$T TIDE_CACHE_DIR="$CACHE" luajit bench/compile.lua --only mlp-cold --phase disk
       rm -rf "$CACHE"
     fi
+    if has_part torch2; then
+      echo "== round $r/$ROUNDS, threads=$T: eager workloads beside PyTorch 2.x"
+      wrun $r env TIDE_NUM_THREADS=$T luajit bench/eager_work.lua --reps 10
+      [ $HAVE_TORCH2 = 1 ] && wrun $r env $TORCH_ENV "$T2PY" bench/peers_torch2/eager_work.py --threads $T --reps 10 \
+        --compile "${BENCH_TORCH_COMPILE:-1}"
+      [ $HAVE_TORCH = 1 ] && wrun $r env $TORCH_ENV $PY bench/peers_torch2/eager_work.py --threads $T --reps 10 --compile 0
+      if [ $r = 1 ] && [ $HAVE_CNN = 1 ]; then
+        wrun $r env TIDE_NUM_THREADS=$T luajit bench/eager_work.lua --only cnn
+        [ $HAVE_TORCH2 = 1 ] && wrun $r env $TORCH_ENV "$T2PY" bench/peers_torch2/eager_work.py --threads $T --only cnn
+      fi
+    fi
   done
   r=$((r + 1))
 done
@@ -124,4 +159,8 @@ fi
 if has_part compile; then
   echo
   luajit bench/compile.lua --only report --file "$CREC"
+fi
+if has_part torch2; then
+  echo
+  luajit bench/work_report.lua "$WREC"
 fi

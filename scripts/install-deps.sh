@@ -2,12 +2,15 @@
 # Install the Debian packages tide needs (and any named as arguments), only those missing. Runs as root on a
 # fresh Debian 12 (apt only); prints nothing when everything is present.
 set -e
-# extra packages as arguments (datasets for examples), or a group: fuzz = clang 14 and
+# extra packages as arguments (datasets for examples), or a group: bench-torch = python3-venv
+# and pip (bench/setup-torch.sh), fuzz = clang 14 and
 # its libFuzzer runtime, libclang-rt-14-dev (make fuzz-loaders only; make test does not
 # need the runtime)
 EXTRA=""
 for a in "$@"; do
-  case "$a" in fuzz) EXTRA="$EXTRA clang-14 libclang-rt-14-dev" ;; *) EXTRA="$EXTRA $a" ;; esac
+  case "$a" in fuzz) EXTRA="$EXTRA clang-14 libclang-rt-14-dev" ;;
+    bench-torch) EXTRA="$EXTRA python3-venv python3-pip" ;;   # bench/setup-torch.sh: a venv for PyPI's torch
+    *) EXTRA="$EXTRA $a" ;; esac
 done
 PKGS="gcc make pkg-config binutils libc6-dev libgccjit-12-dev luajit libluajit-5.1-dev lua-busted \
 ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev liblapacke-dev qemu-user clang \
