@@ -35,7 +35,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
-#define CG_FORMAT_VERSION 11  /* bump when the code printed for the same kernel IR changes */
+#define CG_FORMAT_VERSION 12  /* bump when the code printed for the same kernel IR changes */
 #define CG_MAX_SO (256 << 20)
 
 static pthread_mutex_t cg_mu = PTHREAD_MUTEX_INITIALIZER;

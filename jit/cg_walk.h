@@ -62,6 +62,7 @@ typedef struct {
   int keep[CG_MAX_BUFS];  /* row_keep: the pass of a buffer's last store when its row lives in a local array, or -1 */
   CgAccess vacc[CG_MAX_BUFS];   /* accesses nacc + b: that array of buffer b */
   int nt;                 /* BOOL handle: dims[CG_DIM_NT] (stores cg_store_nt names bypass the cache), or -1 */
+  int sc_x[8], sc_s[8], sc_c[8], nsc;   /* float32 vector sin and cos made together, by operand (w_sincos) */
   const CgCaps *caps;     /* what the printer's target has */
   int wg;                 /* work-group mode: items per group (0: rows [r0, r1) per call) */
   int lid, e0;            /* work groups: this item's index in its group; its first element index (in vectors) */
@@ -132,6 +133,7 @@ static inline int opnd(W *w, int o) { return w->mode == MODE_ROW ? w->val[o] : w
 int w_alu(W *w, const CgIns *in);
 int w_vexpf(W *w, int x);
 int w_verff(W *w, int x);
+void w_vsincosf(W *w, int x, int *so, int *co);
 
 /* -- Loads and stores (cg_walk_mem.c) ------------------------------------------------- */
 

@@ -42,6 +42,19 @@ static int w_math(W *w, const char *f, int n, const int *a, int lanewise)
 }
 static int w_math1(W *w, const char *f, int x) { return w_math(w, f, 1, &x, 0); }
 
+/* sin and cos of float32 vector x: made once for both (sin(x)^2 + cos(x)^2
+** reads one value twice), the pair remembered by x's handle. Handles are
+** never reused, so a remembered pair is one of this x, emitted before it in
+** the same loop body (the walker's ALU ops are straight-line code there). */
+static void w_sincos(W *w, int x, int *s, int *c)
+{
+  for (int i = 0; i < w->nsc; i++)
+    if (w->sc_x[i] == x) { *s = w->sc_s[i]; *c = w->sc_c[i]; return; }
+  w_vsincosf(w, x, s, c);
+  int i = w->nsc < 8 ? w->nsc++ : 7;
+  w->sc_x[i] = x; w->sc_s[i] = *s; w->sc_c[i] = *c;
+}
+
 /* -- ALU ops ----------------------------------------------------------------------- */
 
 /* x ** y for integers, as rt_ew.c's ipow (in int64, negative exponents: 0 unless |x| = 1) */
@@ -92,8 +105,13 @@ int w_alu(W *w, const CgIns *in)
   case RT_OP_LOG: return w_math1(w, "log", x);
   case RT_OP_LOG1P: return w_math1(w, "log1p", x);
   case RT_OP_EXPM1: return w_math1(w, "expm1", x);
-  case RT_OP_SIN: return w_math1(w, "sin", x);
-  case RT_OP_COS: return w_math1(w, "cos", x);
+  case RT_OP_SIN: case RT_OP_COS:
+    if (cg_ty_is_vec(T) && cg_ty_elem(T) == CT_F32 && w->caps->inline_vmath) {   /* both at once, inline (cg_walk_vmath.c) */
+      int sv, cv;
+      w_sincos(w, x, &sv, &cv);
+      return op == RT_OP_SIN ? sv : cv;
+    }
+    return w_math1(w, op == RT_OP_SIN ? "sin" : "cos", x);
   case RT_OP_TAN: return w_math1(w, "tan", x);
   case RT_OP_TANH: return w_math1(w, "tanh", x);
   case RT_OP_ERF: return w_math1(w, "erf", x);

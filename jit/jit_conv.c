@@ -95,16 +95,25 @@ static int conv_geom(const char *fn, RtConvGeom *g)
     return rt_err(TD_ERR_ARG, "%s: kernel (%lld,%lld), stride (%lld,%lld) and dilation (%lld,%lld) must be positive "
                   "and padding (%lld,%lld) non-negative", fn, (long long)g->kh, (long long)g->kw, (long long)g->sh,
                   (long long)g->sw, (long long)g->dh, (long long)g->dw, (long long)g->ph, (long long)g->pw);
-  int64_t eh = g->dh * (g->kh - 1) + 1, ew = g->dw * (g->kw - 1) + 1;
-  if (g->H + 2 * g->ph < eh || g->W + 2 * g->pw < ew)
+  /* dilated kernel eh x ew, padded input Hp x Wp: every product checked */
+  int64_t eh, ew, Hp, Wp, L, K, Y;
+  if (rt_size_mul(fn, g->dh, g->kh - 1, &eh) || rt_size_add(fn, eh, 1, &eh) ||
+      rt_size_mul(fn, g->dw, g->kw - 1, &ew) || rt_size_add(fn, ew, 1, &ew) ||
+      rt_size_mul(fn, 2, g->ph, &Hp) || rt_size_add(fn, Hp, g->H, &Hp) ||
+      rt_size_mul(fn, 2, g->pw, &Wp) || rt_size_add(fn, Wp, g->W, &Wp))
+    return TD_ERR_SHAPE;
+  if (Hp < eh || Wp < ew)
     return rt_err(TD_ERR_SHAPE, "%s: the %lldx%lld kernel (dilated %lldx%lld) does not fit the padded %lldx%lld input",
-                  fn, (long long)g->kh, (long long)g->kw, (long long)eh, (long long)ew, (long long)(g->H + 2 * g->ph),
-                  (long long)(g->W + 2 * g->pw));
-  g->OH = (g->H + 2 * g->ph - eh) / g->sh + 1;
-  g->OW = (g->W + 2 * g->pw - ew) / g->sw + 1;
-  int64_t kk = g->kh * g->kw * (g->C / (g->G > 0 ? g->G : 1));
-  if (g->N * g->O * g->OH * g->OW > INT32_MAX * 64LL || kk > INT32_MAX || g->OH * g->OW > INT32_MAX)
-    return rt_err(TD_ERR_SHAPE, "%s: sizes above BLAS's limits", fn);
+                  fn, (long long)g->kh, (long long)g->kw, (long long)eh, (long long)ew, (long long)Hp, (long long)Wp);
+  g->OH = (Hp - eh) / g->sh + 1;
+  g->OW = (Wp - ew) / g->sw + 1;
+  if (rt_size_mul(fn, g->OH, g->OW, &L) || rt_size_mul(fn, g->kh, g->kw, &K) ||
+      rt_size_mul(fn, K, g->C / (g->G > 0 ? g->G : 1), &K) || rt_size_mul(fn, L, g->N, &Y) ||
+      rt_size_mul(fn, Y, g->O, &Y))
+    return TD_ERR_SHAPE;
+  if (K > INT32_MAX || L > INT32_MAX)
+    return rt_err(TD_ERR_SHAPE, "%s: %lld windows of %lld elements are above BLAS's limit of %d", fn, (long long)L,
+                  (long long)K, INT32_MAX);
   return 0;
 }
 
