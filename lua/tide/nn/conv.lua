@@ -155,7 +155,6 @@ function F.max_pool2d(x, kernel, opts)
   if opts.ceil_mode then raise("max_pool2d: ceil_mode=true is not supported") end
   check4("max_pool2d", x)
   if x.dtype == tide.bool then raise("max_pool2d: bool input is not supported (convert it, e.g. x:to(tide.uint8))") end
-
   local y, ix = pool_fused("max_pool2d", x, kernel, opts, true)
   if y then
     if opts.return_indices then return y, ix + 1 end
