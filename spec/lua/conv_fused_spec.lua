@@ -164,3 +164,43 @@ describe("fused batch_norm in training", function()
     end, { x, w, b })
   end)
 end)
+
+describe("fused pooling and batch_norm over edge values", function()
+  it("NaN, infinities, signed zeros and denormals give the composites' values and positions", function()
+    local x = tide.tensor({ { {
+      { 0 / 0, 1, -1 / 0, 2 }, { 1 / 0, -0.0, 0, 1e-40 }, { 3, 3, -2, -2 }, { -1 / 0, -1 / 0, 5, 0 / 0 } } } },
+      { dtype = tide.float64 })
+    for _, o in ipairs { {}, { stride = 1 } } do
+      local o2 = { stride = o.stride, padding = o.padding, return_indices = true }
+      local y1, i1 = F.max_pool2d(x, 2, o2)
+      local y2, i2 = composite(F.max_pool2d, x, 2, o2)
+      local a, b = y1:totable(), y2:totable()
+      assert.same(i2:totable(), i1:totable())
+      for r = 1, #a[1][1] do for c = 1, #a[1][1][r] do
+        local u, v = a[1][1][r][c], b[1][1][r][c]
+        assert((u ~= u and v ~= v) or u == v, ("max_pool2d [%d][%d]: %s vs %s"):format(r, c, u, v))
+      end end
+      local s1, s2 = F.avg_pool2d(x, 2, o):totable(), composite(F.avg_pool2d, x, 2, o):totable()
+      for r = 1, #s1[1][1] do for c = 1, #s1[1][1][r] do
+        local u, v = s1[1][1][r][c], s2[1][1][r][c]
+        assert((u ~= u and v ~= v) or u == v, ("avg_pool2d [%d][%d]: %s vs %s"):format(r, c, u, v))
+      end end
+    end
+    -- with padding the composite shifts x by its minimum (-inf here: all NaN);
+    -- the fused kernel skips the padding: a loop over each window is the reference
+    local y, ix = F.max_pool2d(x, 2, { stride = 1, padding = 1, return_indices = true })
+    local xv, yv, iv = x:totable()[1][1], y:totable()[1][1], ix:totable()[1][1]
+    for oh = 1, 5 do for ow = 1, 5 do
+      local best, bi
+      for ki = 1, 2 do for kj = 1, 2 do
+        local ih, iw = oh - 2 + ki, ow - 2 + kj
+        if ih >= 1 and ih <= 4 and iw >= 1 and iw <= 4 then
+          local v = xv[ih][iw]
+          if not bi or v > best or (v ~= v and best == best) then best, bi = v, (ki - 1) * 2 + kj end
+        end
+      end end
+      assert((best ~= best and yv[oh][ow] ~= yv[oh][ow]) or best == yv[oh][ow], ("[%d][%d]"):format(oh, ow))
+      assert.equal(bi, iv[oh][ow])
+    end end
+  end)
+end)

@@ -235,3 +235,52 @@ describe("under tide.compile", function()
     H.close(l1, F.cross_entropy(x, t), 1e-5)
   end)
 end)
+
+describe("fused row kernels over edge values", function()
+  -- rows with infinities, NaN, huge and denormal values, zeros: the fused
+  -- results match the composite's (NaN where it has NaN, else within tolerance)
+  local function edge_rows(dt)
+    local big = dt == tide.float32 and 1e18 or 1e150   -- squares still finite: the composite does not overflow
+    return tide.tensor({
+      { 0, -0.0, 1e-40, -1e-40, 1, 2 },
+      { 1 / 0, 1, 2, 3, 4, 5 },
+      { -1 / 0, 1, 2, 3, 4, 5 },
+      { 0 / 0, 1, 2, 3, 4, 5 },
+      { big, -big, 1, 2, 3, 4 },
+      { -1 / 0, -1 / 0, -1 / 0, -1 / 0, -1 / 0, -1 / 0 },
+      { 7, 7, 7, 7, 7, 7 },
+    }, { dtype = dt })
+  end
+  local function match(a, b, tol, what)
+    local x, y = a:double():totable(), b:double():totable()
+    for i = 1, #x do for j = 1, #x[i] do
+      local u, v = x[i][j], y[i][j]
+      local ok = (u ~= u and v ~= v) or u == v or math.abs(u - v) <= tol * math.max(1, math.abs(v))
+      assert(ok, ("%s: [%d][%d] fused %.17g, composite %.17g"):format(what, i, j, u, v))
+    end end
+  end
+  for _, dt in ipairs { tide.float32, tide.float64 } do
+    it(dt.name .. ": layer_norm, rms_norm, softmax and log_softmax backward, cross_entropy", function()
+      local x0 = edge_rows(dt)
+      local g = tide.ones(7, 6, { dtype = dt })
+      for _, f in ipairs {
+        function(x) return F.layer_norm(x, 6) end, function(x) return F.rms_norm(x, 6) end,
+        function(x) return x:softmax(-1) end, function(x) return x:log_softmax(-1) end,
+      } do
+        local xf, xc = x0:clone():requires_grad_(), x0:clone():requires_grad_()
+        local yf = f(xf); yf:backward(g)
+        local yc = composite(f, xc); composite(function() yc:backward(g) end)
+        match(yf:detach(), yc:detach(), TOL[dt.name], "forward")
+        match(xf.grad, xc.grad, TOL[dt.name] * 10, "backward")
+      end
+      local t = tide.tensor({ 1, 2, 3, 4, 5, 6, 1 }):long()
+      for _, o in ipairs { { reduction = "none" }, { reduction = "none", label_smoothing = 0.1 } } do
+        local xf, xc = x0:clone():requires_grad_(), x0:clone():requires_grad_()
+        local lf = F.cross_entropy(xf, t, o); lf:backward(tide.ones(7, { dtype = dt }))
+        local lc = composite(F.cross_entropy, xc, t, o); composite(function() lc:backward(tide.ones(7, { dtype = dt })) end)
+        match(lf:detach():view(7, 1), lc:detach():view(7, 1), TOL[dt.name], "cross_entropy")
+        match(xf.grad, xc.grad, TOL[dt.name] * 10, "cross_entropy backward")
+      end
+    end)
+  end
+end)
