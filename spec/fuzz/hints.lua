@@ -439,4 +439,46 @@ H["profiler.Report.export_chrome_trace"] = { self = H.objects["profiler.Report"]
 H["utils.rnn.PackedSequence.to"] = { self = packed, args = { "one{dtype|device|any}" } }
 H["utils.rnn.PackedSequence.is_packed"] = { self = packed, args = { "one{any|" .. packed .. "}" } }
 
+-- -- the vision layers (lua/tide/nn/convt.lua, norm.lua, activation.lua) ------------------------
+
+local convt_o = "opts{stride=pair,padding=pair,output_padding=pair,groups=int,dilation=pair}"
+H["F.conv_transpose2d"] = { args = { img, "one{=tide.randn(2, 3, 3, 3)|=tide.randn(1, 2, 2, 2)|t}", "one{nil|=tide.randn(3)|t}", convt_o } }
+H["F.conv_transpose1d"] = { args = { "one{=tide.randn(1, 2, 5)|t}", "one{=tide.randn(2, 3, 3)|t}", "one{nil|=tide.randn(3)|t}",
+  "opts{stride=int,padding=int,output_padding=int,groups=int,dilation=int}" } }
+H["F.conv3d"] = { args = { "one{=tide.randn(1, 2, 4, 4, 4)|t}", "one{=tide.randn(3, 2, 2, 2, 2)|t}", "one{nil|=tide.randn(3)|t}",
+  "opts{stride=one{int|lit{{1, 2, 1}}},padding=one{int|lit{{1, 0, 1}}},dilation=int,groups=int}" } }
+H["F.group_norm"] = { args = { "one{=tide.randn(2, 4, 3)|tf}", "one{lit{1|2|4}|int}", "one{nil|=tide.ones(4)|t}", "one{nil|=tide.zeros(4)|t}", "one{nil|num}" } }
+H["F.instance_norm"] = { args = { "one{=tide.randn(2, 3, 4)|tf}", "one{nil|=tide.zeros(3)|t}", "one{nil|=tide.ones(3)|t}",
+  "one{nil|=tide.ones(3)|t}", "one{nil|=tide.zeros(3)|t}", "opts{use_input_stats=bool,momentum=num,eps=num}" } }
+H["F.local_response_norm"] = { args = { "one{=tide.randn(2, 5, 3)|tf}", "one{lit{2|3}|int}", "opts{alpha=num,beta=num,k=num}" } }
+H["F.prelu"] = { args = { "one{=tide.randn(2, 3)|tf}", "one{=tide.full({3}, 0.25)|=tide.full({1}, 0.25)|t}" } }
+H["F.dropout1d"] = { args = { "one{=tide.randn(2, 3, 4)|t}", "one{prob|nil}", "one{nil|bool}" } }
+H["F.dropout2d"] = { args = { "one{=tide.randn(2, 3, 4, 4)|t}", "one{prob|nil}", "one{nil|bool}" } }
+H["F.alpha_dropout"] = { args = { "t", "one{prob|nil}", "one{nil|bool}" } }
+local convt_mo = "opts{stride=pair,padding=pair,output_padding=pair,dilation=pair,groups=int,bias=bool,dtype=dtype,device=device}"
+H["nn.ConvTranspose2d"] = { args = { "size", "size", "pair", convt_mo }, fwd = { "one{=tide.randn(1, a1, 4, 4)|t}", "one{nil|lit{{8, 8}}|any}" },
+  inst = "tide.nn.ConvTranspose2d(2, 3, 3)" }
+H["nn.ConvTranspose1d"] = { args = { "size", "size", "one{size|lit{{3}}}", "opts{stride=int,padding=int,output_padding=int,groups=int,bias=bool,dtype=dtype}" },
+  fwd = { "one{=tide.randn(1, a1, 5)|t}" }, inst = "tide.nn.ConvTranspose1d(2, 3, 3)" }
+H["nn.Conv3d"] = { args = { "size", "size", "one{size|lit{{1, 2, 2}}}", "opts{stride=int,padding=int,dilation=int,groups=int,bias=bool,dtype=dtype}" },
+  fwd = { "one{=tide.randn(1, a1, 4, 4, 4)|t}" }, inst = "tide.nn.Conv3d(2, 3, 2)" }
+H["nn.GroupNorm"] = { args = { "one{lit{2}|size}", "one{lit{4}|size}", "opts{eps=num,affine=bool,dtype=dtype,device=device}" },
+  fwd = { "one{=tide.randn(2, a2, 3)|t}" } }
+for _, n in ipairs { "InstanceNorm1d", "InstanceNorm2d" } do
+  H["nn." .. n] = { args = { "one{lit{3}|size}", bn_opts }, fwd = { n == "InstanceNorm1d" and "one{=tide.randn(2, a1, 4)|t}" or "one{=tide.randn(2, a1, 3, 3)|t}" } }
+end
+H["nn.LocalResponseNorm"] = { args = { "one{lit{2|3}|size}", "opts{alpha=num,beta=num,k=num}" }, fwd = { "one{=tide.randn(2, 4, 3)|t}" } }
+H["nn.PReLU"] = { args = { "opts{num_parameters=one{lit{1|3}|size},init=num,dtype=dtype}" }, fwd = { "one{=tide.randn(2, 3)|t}" } }
+H["nn.ELU"] = { args = { "opts{alpha=num}" }, fwd = { "t" } }
+H["nn.CELU"] = H["nn.ELU"]
+H["nn.Softplus"] = { args = { "opts{beta=num,threshold=num}" }, fwd = { "t" } }
+H["nn.Hardtanh"] = { args = { "opts{min_val=num,max_val=num}" }, fwd = { "t" } }
+for _, n in ipairs { "SELU", "Mish", "Hardswish", "Hardsigmoid", "LogSigmoid" } do H["nn." .. n] = { args = {}, fwd = { "t" } } end
+H["nn.Softmin"] = { args = { "dim" }, fwd = { "t" } }
+H["nn.Upsample"] = { args = { "opts{size=one{size|pair},scale_factor=one{lit{2|1.5}|num},mode=one{lit{\"nearest\"|\"bilinear\"|\"bicubic\"}|str},align_corners=bool}" },
+  fwd = { img } }
+H["nn.PixelShuffle"] = { args = { "one{lit{2}|size}" }, fwd = { "one{=tide.randn(1, 8, 2, 2)|t}" } }
+H["nn.PixelUnshuffle"] = { args = { "one{lit{2}|size}" }, fwd = { "one{=tide.randn(1, 2, 4, 4)|t}" } }
+for _, n in ipairs { "Dropout1d", "Dropout2d", "AlphaDropout" } do H["nn." .. n] = { args = { "one{prob|nil}" }, fwd = { "t" } } end
+
 return H

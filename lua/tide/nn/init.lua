@@ -1130,5 +1130,10 @@ batchnorm_class("BatchNorm2d", { 4 })
 package.loaded["tide.nn"] = nn
 require "tide.nn.rnn"
 require "tide.nn.transformer"
+-- ConvTranspose1d/2d, Conv3d; GroupNorm, InstanceNorm, LocalResponseNorm; pooling, resampling,
+-- embedding bags, dropout variants, activations
+require "tide.nn.convt"
+require "tide.nn.norm"
+require "tide.nn.activation"
 
 return nn

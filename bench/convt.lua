@@ -1,0 +1,37 @@
+--[[
+bench/convt.lua -- ConvTranspose2d (issue 17): 64 -> 32 channels, 4x4 kernel,
+stride 2, padding 1 on (8, 64, 28, 28) float32 with bias (output (8, 32, 56, 56)),
+forward alone and forward + y:sum():backward() (x, weight, bias require grad);
+bench/peers_torch2/convt.py times PyTorch the same way. Median of --reps.
+  TIDE_NUM_THREADS=1 luajit bench/convt.lua [--reps 10]
+--]]
+local root = (arg and arg[0] or ""):match("^(.*)/bench/[^/]*$") or "."
+package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. root .. "/bench/?.lua;" .. package.path
+local records = require "records"
+local tide = require "tide"
+local F = tide.nn.functional
+local clock = tide.progress.clock
+local reps = tonumber(arg[1] == "--reps" and arg[2] or 10)
+
+tide.manual_seed(0)
+local x = tide.randn(8, 64, 28, 28):requires_grad_()
+local w = (tide.randn(64, 32, 4, 4) * 0.05):requires_grad_()
+local b = tide.randn(32):requires_grad_()
+local o = { stride = 2, padding = 1 }
+
+local function time(name, f)
+  for _ = 1, 2 do f() end
+  local t = {}
+  for i = 1, reps do
+    local t0 = clock()
+    f()
+    t[i] = clock() - t0
+  end
+  print(("%-16s tide eager  t=%d median %8.3f ms  min %8.3f"):format(name, tide.get_num_threads(),
+    records.median(t) * 1e3, math.min(unpack(t)) * 1e3))
+end
+time("convt2d_fwd", function() tide.no_grad(function() return F.conv_transpose2d(x, w, b, o) end) end)
+time("convt2d_fwdbwd", function()
+  x.grad, w.grad, b.grad = nil, nil, nil
+  F.conv_transpose2d(x, w, b, o):sum():backward()
+end)

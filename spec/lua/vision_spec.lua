@@ -1,0 +1,142 @@
+-- The vision layers of the breadth issue (tide.nn.convt, tide.nn.norm,
+-- tide.nn.activation): the functional forms against PyTorch's values
+-- (spec/ref/vision_reference.lua, written by spec/ref/vision_reference.py) with
+-- float64 gradcheck, compiled == eager and OpenCL == CPU (spec/ref_walk.lua);
+-- then the layers: PyTorch's parameter shapes and names, forward through the
+-- functional form, running statistics, dropout's masks, and clear errors.
+local tide = require "tide"
+local H = require "helper"
+local nn, F = tide.nn, tide.nn.functional
+
+require("ref_walk")(dofile("spec/ref/vision_reference.lua"), "vision layers against PyTorch")
+
+local function sizes(m)
+  local s = {}
+  for k, v in pairs(m:state_dict()) do s[k] = v:size() end
+  return s
+end
+
+describe("vision layers", function()
+  it("ConvTranspose2d/1d and Conv3d have PyTorch's weight layout and call the functional form", function()
+    local m = nn.ConvTranspose2d(4, 6, { 3, 2 }, { stride = 2, padding = 1, output_padding = 1, groups = 2 }):double()
+    assert.same({ weight = { 4, 3, 3, 2 }, bias = { 6 } }, sizes(m))
+    local x = tide.randn({ 2, 4, 5, 5 }, { dtype = tide.float64 })
+    local y = m(x)
+    assert.same({ 2, 6, 10, 9 }, y:size())
+    H.close(y, F.conv_transpose2d(x, m.weight, m.bias, { stride = 2, padding = 1, output_padding = 1, groups = 2 }), 1e-12)
+    -- output_size picks the output_padding, as PyTorch's forward(x, output_size)
+    assert.same({ 2, 6, 9, 8 }, m(x, { 9, 8 }):size())
+    H.raises(function() return m(x, { 12, 8 }) end, "ConvTranspose2d: output_size 12 in spatial dim 1 is out of the reachable range 9..10")
+    local m1 = nn.ConvTranspose1d(2, 3, 4, { bias = false })
+    assert.same({ weight = { 2, 3, 4 } }, sizes(m1))
+    assert.same({ 1, 3, 8 }, m1(tide.randn(1, 2, 5)):size())
+    local m3 = nn.Conv3d(2, 4, 3, { padding = 1 })
+    assert.same({ weight = { 4, 2, 3, 3, 3 }, bias = { 4 } }, sizes(m3))
+    assert.same({ 1, 4, 3, 4, 5 }, m3(tide.randn(1, 2, 3, 4, 5)):size())
+    assert.equal("ConvTranspose2d(4, 6, kernel_size=(3, 2), stride=(2, 2), padding=(1, 1), output_padding=(1, 1), groups=2)",
+      tostring(m))
+  end)
+
+  it("float32 transposed convolution trains: gradients of x, weight and bias", function()
+    local m = nn.ConvTranspose2d(3, 2, 4, { stride = 2, padding = 1 })
+    local x = tide.randn(2, 3, 5, 5):requires_grad_()
+    local y = m(x)
+    assert.same({ 2, 2, 10, 10 }, y:size())
+    y:pow(2):sum():backward()
+    assert.same({ 3, 2, 4, 4 }, m.weight.grad:size())
+    assert.same({ 2 }, m.bias.grad:size())
+    assert.same({ 2, 3, 5, 5 }, x.grad:size())
+    -- dL/dx is conv2d of dL/dy (the transposed conv's adjoint)
+    local gy = (y * 2):detach()
+    H.close(x.grad, F.conv2d(gy, m.weight:detach(), nil, { stride = 2, padding = 1 }), 1e-4)
+  end)
+
+  it("GroupNorm, InstanceNorm and LocalResponseNorm", function()
+    local g = nn.GroupNorm(2, 4)
+    assert.same({ weight = { 4 }, bias = { 4 } }, sizes(g))
+    local x = tide.randn(3, 4, 5)
+    H.close(g(x), F.group_norm(x, 2), 1e-6)
+    assert.equal("GroupNorm(2, 4, eps=1e-05, affine=True)", tostring(g))
+    local inorm = nn.InstanceNorm1d(4, { track_running_stats = true, affine = true })
+    assert.same({ weight = { 4 }, bias = { 4 }, running_mean = { 4 }, running_var = { 4 }, num_batches_tracked = {} }, sizes(inorm))
+    local y = inorm(x)
+    H.close(y:mean(3), tide.zeros(3, 4), 1e-5)
+    assert.equal(1, inorm.num_batches_tracked:item())
+    -- running mean: 0.9 * 0 + 0.1 * the batch mean of the instance means
+    H.close(inorm.running_mean, x:mean(3):mean(1) * 0.1, 1e-6)
+    inorm:eval()
+    local ye = inorm(x)
+    H.close(ye, (x - inorm.running_mean:view(1, 4, 1)) / (inorm.running_var:view(1, 4, 1) + 1e-5):sqrt(), 1e-5)
+    -- unbatched input: one image
+    local i2 = nn.InstanceNorm2d(2)
+    assert.same({ 2, 3, 3 }, i2(tide.randn(2, 3, 3)):size())
+    assert.same({}, sizes(i2))
+    local l = nn.LocalResponseNorm(3, { alpha = 0.1 })
+    H.close(l(x), F.local_response_norm(x, 3, { alpha = 0.1 }), 1e-6)
+  end)
+
+  it("PReLU, activations, Upsample and pixel shuffles as layers", function()
+    local p = nn.PReLU({ num_parameters = 3 })
+    assert.same({ weight = { 3 } }, sizes(p))
+    H.close(p.weight, { 0.25, 0.25, 0.25 }, 0)
+    local x = tide.tensor({ { -4, 2, -1 } })
+    H.close(p(x), { { -1, 2, -0.25 } }, 1e-7)
+    H.close(nn.Hardtanh()(tide.tensor { -3, 0.5, 3 }), { -1, 0.5, 1 }, 0)
+    assert.equal("Softplus(beta=1, threshold=20)", tostring(nn.Softplus()))
+    assert.same({ 1, 1, 4, 6 }, nn.Upsample({ scale_factor = 2 })(tide.ones(1, 1, 2, 3)):size())
+    assert.same({ 1, 2, 4, 4 }, nn.PixelShuffle(2)(tide.ones(1, 8, 2, 2)):size())
+    assert.same({ 1, 8, 2, 2 }, nn.PixelUnshuffle(2)(tide.ones(1, 2, 4, 4)):size())
+  end)
+
+  it("Dropout1d/2d zero whole channels; AlphaDropout keeps mean and variance", function()
+    tide.manual_seed(7)
+    local x = tide.ones(4, 16, 3, 5)
+    local y = nn.Dropout2d(0.5)(x)
+    local per = y:sum({ 3, 4 }):reshape(-1):totable()
+    local zeros = 0
+    for _, v in ipairs(per) do
+      assert(v == 0 or math.abs(v - 30) < 1e-5, "a channel is neither dropped nor kept whole: " .. v)
+      if v == 0 then zeros = zeros + 1 end
+    end
+    assert(zeros > 10 and zeros < 54, "dropped channels: " .. zeros)
+    local d1 = nn.Dropout1d(0.25)
+    d1:eval()
+    H.close(d1(tide.ones(2, 3, 4)), tide.ones(2, 3, 4), 0)
+    local a = F.alpha_dropout(tide.randn(200000), 0.2, true)
+    assert(math.abs(a:mean():item()) < 0.02, "mean " .. a:mean():item())
+    assert(math.abs(a:std():item() - 1) < 0.02, "std " .. a:std():item())
+    local ad = nn.AlphaDropout(0.2)
+    ad:eval()
+    H.close(ad(tide.ones(3)), { 1, 1, 1 }, 0)
+  end)
+
+  it("bad input gives errors naming the op and the values", function()
+    H.raises(function() return F.conv_transpose2d(tide.ones(1, 3, 4, 4), tide.ones(2, 1, 3, 3)) end,
+      "conv_transpose2d: input [1,3,4,4] with 1 groups needs weight (3, Cout/groups, k...)")
+    H.raises(function() return F.conv_transpose2d(tide.ones(1, 2, 4, 4), tide.ones(2, 1, 3, 3), nil, { stride = 2, output_padding = 2 }) end,
+      "conv_transpose2d: output_padding {2, 2} must be smaller than stride {2, 2} or dilation {1, 1}")
+    H.raises(function() return F.conv_transpose2d(tide.ones(4, 4), tide.ones(2, 1, 3, 3)) end,
+      "conv_transpose2d: expected a 3-D or 4-D input")
+    H.raises(function() return F.conv_transpose2d(tide.ones(1, 2, 1, 1), tide.ones(2, 1, 1, 1), nil, { padding = 1 }) end,
+      "conv_transpose2d: input [1,2,1,1] gives an output of size -1 in spatial dim 1")
+    H.raises(function() return F.conv_transpose1d(tide.ones(1, 2, 4), tide.ones(2, 1, 3, 3)) end,
+      "conv_transpose1d: weight must be a 3-D tensor (Cin, Cout/groups, k), got [2,1,3,3]")
+    H.raises(function() return F.conv3d(tide.ones(1, 2, 2, 4, 4), tide.ones(1, 2, 3, 1, 1)) end,
+      "conv3d: the depth 3 kernel (dilation 1) does not fit the padded depth 2")
+    H.raises(function() return nn.ConvTranspose2d(3, 4, 3, { groups = 2 }) end,
+      "ConvTranspose2d: in_channels 3 and out_channels 4 must be divisible by groups 2")
+    H.raises(function() return F.group_norm(tide.ones(2, 5, 3), 2) end,
+      "group_norm: 5 channels of input [2,5,3] are not divisible by num_groups 2")
+    H.raises(function() return nn.GroupNorm(2, 4)(tide.ones(2, 3, 3)) end, "GroupNorm: expected an input (N, 4, ...), got [2,3,3]")
+    H.raises(function() return F.instance_norm(tide.ones(2, 3, 1)) end,
+      "instance_norm: expected more than 1 spatial element when training, got input [2,3,1]")
+    H.raises(function() return nn.InstanceNorm2d(3)(tide.ones(2, 3)) end, "InstanceNorm2d: expected a 3-D or 4-D input, got [2,3]")
+    H.raises(function() return F.local_response_norm(tide.ones(2, 3), 2) end, "local_response_norm: expected an input (N, C, ...) of 3 or more dims")
+    H.raises(function() return F.prelu(tide.ones(2, 4), tide.ones(3)) end,
+      "prelu: weight of 3 entries needs an input with 3 channels (dim 2), got [2,4]")
+    H.raises(function() return nn.Dropout2d(1.5) end, "Dropout2d: probability has to be between 0 and 1, but got 1.5")
+    H.raises(function() return F.dropout2d(tide.ones(2, 3)) end, "dropout2d: expected a 3-D or 4-D input, got [2,3]")
+    H.raises(function() return nn.Hardtanh({ min_val = 1, max_val = 0 }) end, "Hardtanh: max_val 0 must be greater than min_val 1")
+    H.raises(function() return nn.ELU({ alpah = 1 }) end, "ELU: unknown option 'alpah'")
+  end)
+end)
