@@ -110,7 +110,44 @@ describe("vision layers", function()
     H.close(ad(tide.ones(3)), { 1, 1, 1 }, 0)
   end)
 
+  it("MaxPool1d, AvgPool1d, AdaptiveMaxPool2d and EmbeddingBag as layers", function()
+    local x = tide.randn(2, 3, 8)
+    local y, i = nn.MaxPool1d(2, { return_indices = true })(x)
+    H.close(y, F.max_pool1d(x, 2), 0)
+    H.close(x:gather(3, i), y, 0)          -- indices are positions in L
+    H.close(nn.AvgPool1d(4)(x), x:view(2, 3, 2, 4):mean(4), 1e-6)
+    local img = tide.randn(2, 3, 7, 5)
+    local v, k = nn.AdaptiveMaxPool2d({ 3, 2 }, { return_indices = true })(img)
+    H.close(v, F.adaptive_max_pool2d(img, { 3, 2 }), 0)
+    H.close(img:reshape(2, 3, 35):gather(3, k:reshape(2, 3, 6)), v:reshape(2, 3, 6), 0)
+    local bag = nn.EmbeddingBag(6, 3, { mode = "sum" })
+    assert.same({ weight = { 6, 3 } }, sizes(bag))
+    local got = bag(tide.long { 1, 2, 6, 6 }, tide.long { 1, 3 })
+    H.close(got, tide.stack({ bag.weight[1] + bag.weight[2], bag.weight[6] * 2 }), 1e-6)
+    -- a bag of the padding index alone is zeros; the padding row starts at zero
+    local pb = nn.EmbeddingBag(4, 2, { mode = "mean", padding_idx = 2 })
+    H.close(pb.weight[2], { 0, 0 }, 0)
+    H.close(pb(tide.long { { 2, 2 }, { 1, 2 } }), tide.stack({ tide.zeros(2), pb.weight[1] }), 1e-6)
+    -- trains: gradients reach the bag's rows
+    bag(tide.long { { 1, 3 } }):sum():backward()
+    H.close(bag.weight.grad:sum(2), { 3, 0, 3, 0, 0, 0 }, 0)
+    -- compiled with offsets as an input: new offsets give new bags
+    local c = tide.compile(function(i, o) return F.embedding_bag(i, bag.weight:detach(), o) end)
+    H.close(c(tide.long { 1, 2, 3 }, tide.long { 1, 2 }), F.embedding_bag(tide.long { 1, 2, 3 }, bag.weight:detach(), tide.long { 1, 2 }), 1e-6)
+    H.close(c(tide.long { 1, 2, 3 }, tide.long { 1, 3 }), F.embedding_bag(tide.long { 1, 2, 3 }, bag.weight:detach(), tide.long { 1, 3 }), 1e-6)
+  end)
+
   it("bad input gives errors naming the op and the values", function()
+    H.raises(function() return F.max_pool1d(tide.ones(2, 3, 4, 5), 2) end, "max_pool1d: expected a 2-D or 3-D input (N, C, L), got [2,3,4,5]")
+    H.raises(function() return F.avg_pool1d(tide.ones(2, 3, 4), 0) end, "bad argument #2 to 'avg_pool1d'")
+    H.raises(function() return F.adaptive_max_pool2d(tide.ones(2, 3), 2) end, "adaptive_max_pool2d: expected a 3-D or 4-D input")
+    H.raises(function() return F.embedding_bag(tide.long { 1, 2 }, tide.ones(3, 2)) end,
+      "embedding_bag: a 1-D input needs offsets")
+    H.raises(function() return F.embedding_bag(tide.long { 1, 2 }, tide.ones(3, 2), tide.long { 2 }) end,
+      "embedding_bag: offsets must start at 1")
+    H.raises(function() return F.embedding_bag(tide.long { { 1, 2 } }, tide.ones(3, 2), nil, { mode = "max", per_sample_weights = tide.ones(1, 2) }) end,
+      "embedding_bag: per_sample_weights only go with mode 'sum', got mode 'max'")
+    H.raises(function() return nn.EmbeddingBag(3, 2, { mode = "median" }) end, "EmbeddingBag: mode must be 'sum', 'mean' or 'max', got median")
     H.raises(function() return F.conv_transpose2d(tide.ones(1, 3, 4, 4), tide.ones(2, 1, 3, 3)) end,
       "conv_transpose2d: input [1,3,4,4] with 1 groups needs weight (3, Cout/groups, k...)")
     H.raises(function() return F.conv_transpose2d(tide.ones(1, 2, 4, 4), tide.ones(2, 1, 3, 3), nil, { stride = 2, output_padding = 2 }) end,

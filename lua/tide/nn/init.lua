@@ -1135,5 +1135,6 @@ require "tide.nn.transformer"
 require "tide.nn.convt"
 require "tide.nn.norm"
 require "tide.nn.activation"
+require "tide.nn.pool"
 
 return nn
