@@ -481,4 +481,16 @@ H["nn.PixelShuffle"] = { args = { "one{lit{2}|size}" }, fwd = { "one{=tide.randn
 H["nn.PixelUnshuffle"] = { args = { "one{lit{2}|size}" }, fwd = { "one{=tide.randn(1, 2, 4, 4)|t}" } }
 for _, n in ipairs { "Dropout1d", "Dropout2d", "AlphaDropout" } do H["nn." .. n] = { args = { "one{prob|nil}" }, fwd = { "t" } } end
 
+H["F.max_pool1d"] = { args = { "one{=tide.randn(2, 3, 8)|=tide.randn(3, 6)|t}", "one{lit{2|3}|int}", "opts{stride=int,padding=int,dilation=int,return_indices=bool,ceil_mode=bool}" } }
+H["F.avg_pool1d"] = { args = { "one{=tide.randn(2, 3, 8)|=tide.randn(3, 6)|t}", "one{lit{2|3}|int}", "opts{stride=int,padding=int,ceil_mode=bool,count_include_pad=bool}" } }
+H["F.adaptive_max_pool2d"] = { args = { img, "pair", "one{nil|bool}" } }
+local bag_w = "one{=tide.randn(5, 3)|tf}"
+H["F.embedding_bag"] = { args = { "one{=tide.long({{1, 2}, {5, 3}})|=tide.long({1, 2, 5})|ti|t}", bag_w, "one{nil|=tide.long({1, 2})|ti}",
+  "opts{mode=one{lit{\"sum\"|\"mean\"|\"max\"}|str},per_sample_weights=t,include_last_offset=bool,padding_idx=int}" } }
+H["nn.MaxPool1d"] = { args = { "one{lit{2}|size}", "opts{stride=int,padding=int,dilation=int,return_indices=bool}" }, fwd = { "one{=tide.randn(2, 3, 8)|t}" } }
+H["nn.AvgPool1d"] = { args = { "one{lit{2}|size}", "opts{stride=int,padding=int}" }, fwd = { "one{=tide.randn(2, 3, 8)|t}" } }
+H["nn.AdaptiveMaxPool2d"] = { args = { "pair", "opts{return_indices=bool}" }, fwd = { img } }
+H["nn.EmbeddingBag"] = { args = { "one{lit{5}|size}", "one{lit{3}|size}", "opts{mode=one{lit{\"sum\"|\"mean\"|\"max\"}|str},include_last_offset=bool,padding_idx=int,dtype=dtype}" },
+  fwd = { "one{=tide.long({{1, 2}, {5, 3}})|=tide.long({1, 2, 5})|ti|t}", "one{nil|=tide.long({1, 2})|ti}", "one{nil|t}" } }
+
 return H

@@ -141,6 +141,8 @@ describe("vision layers", function()
     H.raises(function() return F.max_pool1d(tide.ones(2, 3, 4, 5), 2) end, "max_pool1d: expected a 2-D or 3-D input (N, C, L), got [2,3,4,5]")
     H.raises(function() return F.avg_pool1d(tide.ones(2, 3, 4), 0) end, "bad argument #2 to 'avg_pool1d'")
     H.raises(function() return F.adaptive_max_pool2d(tide.ones(2, 3), 2) end, "adaptive_max_pool2d: expected a 3-D or 4-D input")
+    H.raises(function() return F.adaptive_max_pool2d(tide.ones(1, 1, 4, 5), 2 ^ 60) end,
+      "adaptive_max_pool2d: size overflows int64 (output {1152921504606846976, 1152921504606846976} of input [1,1,4,5])")
     H.raises(function() return F.embedding_bag(tide.long { 1, 2 }, tide.ones(3, 2)) end,
       "embedding_bag: a 1-D input needs offsets")
     H.raises(function() return F.embedding_bag(tide.long { 1, 2 }, tide.ones(3, 2), tide.long { 2 }) end,

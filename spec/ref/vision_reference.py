@@ -68,6 +68,7 @@ CASES = [
     ("lrn", "F.local_response_norm(A, 3)", lambda A: lrn(A, 3), {"A": inp((2, 5, 3, 2))}, "grad"),
     ("lrn_opts", "F.local_response_norm(A, 4, { alpha = 0.5, beta = 0.6, k = 2 })",
      lambda A: lrn(A, 4, alpha=0.5, beta=0.6, k=2), {"A": inp((2, 6, 4))}, "grad"),
+    ("lrn_wide", "F.local_response_norm(A, 9, { alpha = 0.5 })", lambda A: lrn(A, 9, alpha=0.5), {"A": inp((2, 3, 2))}, "grad"),
     # -- activations and resampling
     ("prelu", "F.prelu(A, B)", lambda A, B: F.prelu(A, B), {"A": inp((2, 3, 4)), "B": inp((3,))}, "grad"),
     ("prelu_one", "F.prelu(A, B)", lambda A, B: F.prelu(A, B), {"A": inp((5,)), "B": inp((1,))}, "grad"),

@@ -121,8 +121,9 @@ function F.local_response_norm(x, size, opts)
   local k = number(fname, opts.k or 1, 3, "k")
   local C = x:size(2)
   local sq = x * x
-  -- the window of channel c: c - floor(size/2) .. c + floor((size-1)/2), zeros beyond the edges
-  local before, after = math.floor(size / 2), math.floor((size - 1) / 2)
+  -- the window of channel c: c - floor(size/2) .. c + floor((size-1)/2), zeros beyond the
+  -- edges (so at most C - 1 channels either side matter, however large size is)
+  local before, after = math.min(math.floor(size / 2), C - 1), math.min(math.floor((size - 1) / 2), C - 1)
   local parts = {}
   if before > 0 then
     local s = x:size(); s[2] = before
@@ -135,7 +136,7 @@ function F.local_response_norm(x, size, opts)
   end
   local padded = #parts > 1 and tide.cat(parts, 2) or sq
   local sum = padded:narrow(2, 1, C)
-  for i = 2, size do sum = sum + padded:narrow(2, i, C) end
+  for i = 2, before + after + 1 do sum = sum + padded:narrow(2, i, C) end
   return x / (sum * (alpha / size) + k):pow(beta)
 end
 

@@ -93,6 +93,9 @@ function F.adaptive_max_pool2d(x, output_size, return_indices)
   local N, C, H, W = unpack(x:size())
   if H < 1 or W < 1 then raise(("%s: input %s has an empty plane"):format(fname, shape(x))) end
   local OH, OW = o[1], o[2]
+  if OH * H >= 2 ^ 53 or OW * W >= 2 ^ 53 or N * C * OH * OW >= 2 ^ 53 then
+    raise(("%s: size overflows int64 (output {%d, %d} of input %s)"):format(fname, OH, OW, shape(x)))
+  end
   local function lo(i, I, O) return math.floor(i * I / O) end
   local function hi(i, I, O) return math.ceil((i + 1) * I / O) end
   if not return_indices then
