@@ -1,7 +1,8 @@
 --[[
 bench/convt.lua -- ConvTranspose2d (issue 17): 64 -> 32 channels, 4x4 kernel,
 stride 2, padding 1 on (8, 64, 28, 28) float32 with bias (output (8, 32, 56, 56)),
-forward alone and forward + y:sum():backward() (x, weight, bias require grad);
+forward alone and forward + y:sum():backward() (x, weight, bias require grad), the
+fused kernel and the composite alternating;
 bench/peers_torch2/convt.py times PyTorch the same way. Median of --reps.
   TIDE_NUM_THREADS=1 luajit bench/convt.lua [--reps 10]
 --]]
@@ -19,16 +20,23 @@ local w = (tide.randn(64, 32, 4, 4) * 0.05):requires_grad_()
 local b = tide.randn(32):requires_grad_()
 local o = { stride = 2, padding = 1 }
 
+-- each case alternates the fused kernel (F.fused, the default) and the composite (matmul + fold)
 local function time(name, f)
-  for _ = 1, 2 do f() end
-  local t = {}
+  local t = { fused = {}, composite = {} }
+  for _, mode in ipairs { "fused", "composite" } do F.fused = mode == "fused"; f(); f() end
   for i = 1, reps do
-    local t0 = clock()
-    f()
-    t[i] = clock() - t0
+    for _, mode in ipairs { "fused", "composite" } do
+      F.fused = mode == "fused"
+      local t0 = clock()
+      f()
+      t[mode][i] = clock() - t0
+    end
   end
-  print(("%-16s tide eager  t=%d median %8.3f ms  min %8.3f"):format(name, tide.get_num_threads(),
-    records.median(t) * 1e3, math.min(unpack(t)) * 1e3))
+  F.fused = true
+  for _, mode in ipairs { "fused", "composite" } do
+    print(("%-16s tide %-9s t=%d median %8.3f ms  min %8.3f"):format(name, mode, tide.get_num_threads(),
+      records.median(t[mode]) * 1e3, math.min(unpack(t[mode])) * 1e3))
+  end
 end
 time("convt2d_fwd", function() tide.no_grad(function() return F.conv_transpose2d(x, w, b, o) end) end)
 time("convt2d_fwdbwd", function()

@@ -161,6 +161,111 @@ fail:
   return NULL;
 }
 
+/* -- conv_transpose2d ------------------------------------------------------------------------- */
+
+/* The transposed convolution is conv2d's input gradient: with the conv2d
+** whose input is y (N, Cout, OH', OW') and weight w (Cin, Cout/G, kh, kw)
+** (geometry g, its output plane x's H x W):
+**   y = dX(dY = x), dx = conv2d(GO, w), dw = conv2d's dW with input GO and dY = x,
+** rt_conv_run's kernels in those roles (no unfolded matrix in memory). Under
+** create_graph the same from ops: cols = unfold(GO) (N, G, K, L),
+** dx = W (G, Cin/G, K) @ cols, dw = sum_n x (N, G, Cin/G, L) @ cols^T. */
+static int convt_backward(JitCtx *k)
+{
+  const ConvExt *ce = k->n->ext;
+  const RtConvGeom *g = &ce->g;
+  td_tensor *x = jit_saved_in(k, 0), *w = jit_saved_in(k, 1);
+  if (!x || !w || !GO) return TD_ERR_GRAD;
+  if (td_grad_enabled()) {
+    int64_t Og = g->O / g->G, K = g->C / g->G * g->kh * g->kw, L = g->OH * g->OW;
+    int64_t sw[3] = { g->G, Og, K }, sx[4] = { g->N, g->G, Og, L }, sc[4] = { g->N, g->G, K, L };
+    int64_t p0132[4] = { 0, 1, 3, 2 };
+    td_attrs at = win_attrs(g);
+    td_tensor *cols = reshape(k, op1a(k, RT_OP_UNFOLD, GO, &at), 4, sc);
+    int rc = 0;
+    if (needs(k, 0))
+      rc |= set(k, 0, reshape(k, op2(k, RT_OP_MATMUL, reshape(k, w, 3, sw), cols), x->ndim, x->sizes));
+    if (needs(k, 1)) {
+      td_tensor *dw = red(k, RT_OP_SUM, op2(k, RT_OP_MATMUL, reshape(k, x, 4, sx), permute(k, cols, 4, p0132)), 0, 0);
+      rc |= set(k, 1, reshape(k, dw, w->ndim, w->sizes));
+    }
+    return rc;
+  }
+  td_tensor *gc = contig(k, GO), *xc = contig(k, x), *wc = contig(k, w);
+  if (!gc || !xc || !wc) return TD_ERR_NOMEM;
+  int dt = x->scalar_type;
+  if (gc->device_type != TD_CPU || !gc->ptr || gc->scalar_type != dt)
+    return rt_err(TD_ERR_GRAD, "conv_transpose2d_backward: the gradient must be a CPU tensor of %s", td_dtype_name(dt));
+  td_tensor *dx = needs(k, 0) ? jit_tmp(k, rt_tensor_new(x->ndim, x->sizes, dt)) : NULL;
+  td_tensor *dw = needs(k, 1) ? jit_tmp(k, rt_tensor_new(w->ndim, w->sizes, dt)) : NULL;
+  if ((needs(k, 0) && !dx) || (needs(k, 1) && !dw)) return TD_ERR_NOMEM;
+  if (dx && dx->nelem > 0) {
+    RtConvJob j = { .kind = RT_CONV_FWD, .dtype = dt, .g = *g, .x = gc->ptr, .w = wc->ptr, .y = dx->ptr };
+    int rc = rt_conv_run(&j);
+    if (rc) return rc;
+  }
+  if (dw) {
+    RtConvJob j = { .kind = RT_CONV_BWD, .dtype = dt, .g = *g, .x = gc->ptr, .w = wc->ptr, .dy = xc->ptr, .dw = dw->ptr };
+    int rc = rt_conv_run(&j);
+    if (rc) return rc;
+  }
+  return set(k, 0, dx) | set(k, 1, dw);
+}
+
+static const JitGradRule convt_rule = { "conv_transpose2d_backward", convt_backward, 0 };
+
+TD_API td_tensor *td_conv_transpose2d(td_tensor *x, td_tensor *w, const int64_t *p, int64_t groups)
+{
+  const char *fn = "conv_transpose2d";
+  RT_ARG(x, fn, 1, NULL);
+  RT_ARG(w, fn, 2, NULL);
+  RT_INTERRUPT_CHECK(NULL);
+  if (fused_arg(fn, x, 1, -1) || fused_arg(fn, w, 2, x->scalar_type)) return NULL;
+  if (x->ndim != 4 || w->ndim != 4 || groups < 1 || x->sizes[1] % groups || w->sizes[0] != x->sizes[1] ||
+      p[6] < 1 || p[7] < 1)
+    return rt_errp(TD_ERR_SHAPE, "conv_transpose2d: input %s, weight %s, %lld groups and output plane %lldx%lld do not "
+                   "fit (N, Cin, H, W) and (Cin, Cout/groups, kh, kw)", RT_SHAPE(x), RT_SHAPE(w), (long long)groups,
+                   (long long)p[6], (long long)p[7]);
+  int64_t Cout;
+  if (rt_size_mul(fn, w->sizes[1], groups, &Cout)) return NULL;
+  RtConvGeom g = { .N = x->sizes[0], .C = Cout, .H = p[6], .W = p[7], .O = x->sizes[1], .G = groups,
+                   .kh = w->sizes[2], .kw = w->sizes[3], .sh = p[0], .sw = p[1], .ph = p[2], .pw = p[3],
+                   .dh = p[4], .dw = p[5] };
+  if (conv_geom(fn, &g)) return NULL;
+  if (g.OH != x->sizes[2] || g.OW != x->sizes[3])
+    return rt_errp(TD_ERR_SHAPE, "conv_transpose2d: an output plane %lldx%lld gives a %lldx%lld input plane, not %s",
+                   (long long)g.H, (long long)g.W, (long long)g.OH, (long long)g.OW, RT_SHAPE(x));
+  int pe = rt_prof_on ? rt_prof_begin(TD_PROF_OP, fn, 1, &x) : -1;
+  int dt = x->scalar_type;
+  int64_t ys[4] = { g.N, g.C, g.H, g.W };
+  td_tensor *xc = rt_as_contig(x), *wc = rt_as_contig(w);
+  td_tensor *y = rt_tensor_new(4, ys, dt);
+  ConvExt *ce = calloc(1, sizeof *ce);
+  JitNode *n = NULL;
+  if (!xc || !wc || !y || !ce) { rt_err(TD_ERR_NOMEM, "conv_transpose2d: out of memory"); goto fail; }
+  if (y->nelem > 0) {
+    if (x->nelem == 0) memset(y->ptr, 0, (size_t)y->nelem * rt_dtype_size(dt));
+    else {
+      RtConvJob j = { .kind = RT_CONV_BWD, .dtype = dt, .g = g, .w = wc->ptr, .dy = xc->ptr, .dx = y->ptr };
+      if (rt_conv_run(&j)) goto fail;
+    }
+  }
+  if (wants_grad(x, w, NULL)) {
+    if (!(n = jit_node_custom(&convt_rule, 2))) goto fail;
+    edge_of(n, 0, x, true); edge_of(n, 1, w, true);
+    ce->g = g;
+    n->ext = ce; n->ext_free = conv_ext_free; ce = NULL;
+    node_attach(n, y);
+  }
+  td_release(xc); td_release(wc); free(ce);
+  if (pe >= 0) rt_prof_end(pe);
+  return y;
+fail:
+  td_release(xc); td_release(wc); td_release(y); free(ce);
+  if (pe >= 0) rt_prof_end(pe);
+  return NULL;
+}
+
 /* -- Pooling --------------------------------------------------------------------------------- */
 
 /* create_graph: linear in g. max: g scattered to each maximum's position

@@ -349,6 +349,9 @@ TD_API td_tensor *td_cross_entropy(td_tensor *x, td_tensor *target, td_tensor *w
 ** not NULL) gets each maximum's position in its window (ki kw + kj, int64). */
 TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int64_t *p, int64_t groups);
 TD_API td_tensor *td_pool2d(td_tensor *x, int max, const int64_t *p, td_tensor **indices);
+/* conv_transpose2d: x (N, Cin, H, W), w (Cin, Cout/groups, kh, kw) (no bias); p = { stride h, w,
+** padding h, w, dilation h, w, output height, width } (the output plane, output_padding included) */
+TD_API td_tensor *td_conv_transpose2d(td_tensor *x, td_tensor *w, const int64_t *p, int64_t groups);
 
 /* -- Profiler (runtime/rt_prof.c) ------------------------------------------------
 ** While enabled, every op through the dispatcher, every backward node, every

@@ -179,3 +179,82 @@ describe("vision layers", function()
     H.raises(function() return nn.ELU({ alpah = 1 }) end, "ELU: unknown option 'alpah'")
   end)
 end)
+
+-- The fused transposed convolution (jit/jit_conv.c td_conv_transpose2d) against
+-- the composite (matmul + fold; F.fused = false): values and gradients across
+-- strides, padding, output_padding, dilation, groups, 1x1 kernels and the
+-- flipped-kernel path (stride 1, 32+ channels a group), float32 and float64;
+-- float64 gradcheck to the second order (the create_graph backward composes ops).
+describe("fused conv_transpose2d", function()
+  local A = tide.autograd
+  local function composite(f, ...)
+    F.fused = false
+    local r = { pcall(f, ...) }
+    F.fused = true
+    if not r[1] then error(r[2], 0) end
+    return unpack(r, 2)
+  end
+  local function run(f, inputs)
+    for _, x in ipairs(inputs) do x.grad = nil end
+    local y = f()
+    tide.manual_seed(11)
+    local v = tide.randn(y:size(), { dtype = y.dtype })
+    ;(y * v):sum():backward()
+    local gs = {}
+    for i, x in ipairs(inputs) do gs[i] = x.grad end
+    return y:detach(), gs
+  end
+  local TOL = { float32 = 2e-4, float64 = 1e-10 }
+  -- name, N, Cin, H, W, Cout, kh, kw, opts
+  local cases = {
+    { "4x4 stride 2 padding 1", 2, 3, 5, 6, 4, 4, 4, { stride = 2, padding = 1 } },
+    { "output_padding, (2, 3) stride", 2, 4, 4, 3, 6, 3, 2, { stride = { 2, 3 }, padding = { 1, 0 }, output_padding = { 1, 2 } } },
+    { "groups 2, dilation 2", 1, 4, 5, 5, 6, 3, 3, { groups = 2, dilation = 2, padding = 1 } },
+    { "1x1", 3, 5, 4, 4, 2, 1, 1, {} },
+    { "stride 1, 32 channels (flipped path)", 2, 8, 6, 5, 32, 3, 3, { padding = 1 } },
+  }
+  for _, dt in ipairs { tide.float32, tide.float64 } do
+    for _, c in ipairs(cases) do
+      it(dt.name .. " " .. c[1], function()
+        local name, N, Cin, Hh, W, Cout, kh, kw, opts = unpack(c)
+        local g = opts.groups or 1
+        tide.manual_seed(5)
+        local x = tide.randn(N, Cin, Hh, W, { dtype = dt }):requires_grad_()
+        local w = (tide.randn(Cin, Cout / g, kh, kw, { dtype = dt }) * 0.3):requires_grad_()
+        local b = tide.randn(Cout, { dtype = dt }):requires_grad_()
+        local f = function() return F.conv_transpose2d(x, w, b, opts) end
+        local yf, gf = run(f, { x, w, b })
+        local yc, gc = composite(run, f, { x, w, b })
+        H.close(yf, yc, TOL[dt.name], name .. ": y")
+        for i = 1, 3 do H.close(gf[i], gc[i], TOL[dt.name] * 10, name .. ": gradient " .. i) end
+      end)
+    end
+  end
+
+  it("runs no unfold, matmul or fold", function()
+    local x = tide.randn(2, 4, 5, 5):requires_grad_()
+    local w = tide.randn(4, 3, 3, 3):requires_grad_()
+    local rep = tide.profiler.profile(function()
+      F.conv_transpose2d(x, w, nil, { stride = 2 }):backward(tide.randn(2, 3, 11, 11))
+    end)
+    local names = {}
+    for _, e in ipairs(rep.events) do
+      assert(e.name ~= "unfold" and e.name ~= "matmul" and e.name ~= "fold", e.name)
+      names[e.name] = true
+    end
+    assert(names.conv_transpose2d, "the fused op ran")
+  end)
+
+  it("gradcheck in float64, first and second order", function()
+    local x, w, b = H.rand64({ 2, 2, 3, 4 }), H.rand64({ 2, 3, 3, 2 }), H.rand64({ 3 })
+    local opts = { padding = 1, stride = { 2, 1 }, output_padding = { 1, 0 } }
+    H.gradcheck(function(a, ww, bb) return F.conv_transpose2d(a, ww, bb, opts) end, { x, w, b })
+    tide.manual_seed(12)
+    local v = tide.randn(F.conv_transpose2d(x, w, b, opts):size(), { dtype = tide.float64 })
+    H.gradcheck(function(a, ww, bb)
+      return A.enable_grad(function()
+        return unpack(A.grad({ (F.conv_transpose2d(a, ww, bb, opts) * v):sum() }, { a, ww, bb }, { create_graph = true }))
+      end)
+    end, { x, w, b })
+  end)
+end)

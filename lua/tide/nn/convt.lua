@@ -4,14 +4,16 @@ functions F.conv_transpose1d, F.conv_transpose2d, F.conv3d and the layers
 nn.ConvTranspose1d, nn.ConvTranspose2d, nn.Conv3d, with PyTorch's shapes and
 weight layouts (a PyTorch state_dict loads as is).
 
-conv_transpose2d is the input gradient of conv2d: with x (N, Cin, H, W) and
-weight (Cin, Cout/g, kh, kw), per group the columns W_g^T x_g (Cout/g*kh*kw,
-H*W) are summed back into the output plane by fold (col2im) -- the same
-matmul + fold as conv2d's backward-data composite (jit_conv.c). Its gradient
-follows from the table ops' rules: for x, unfold (im2col) of dY and a matmul,
-i.e. conv2d's forward; for the weight, the product of x with dY's windows,
-i.e. conv2d's weight gradient. It lowers under tide.compile and runs on the
-OpenCL device as those ops do. The output size is
+conv_transpose2d is the input gradient of conv2d. On the CPU outside traces
+(F.fused) it is td_conv_transpose2d (jit/jit_conv.c): conv2d's backward-data
+kernel forward, and backward conv2d's forward kernel for dx and its
+weight-gradient kernel for dw (runtime/rt_convgemm.c; no unfolded matrix in
+memory). Elsewhere (tide.compile, OpenCL, F.fused = false) the composite: with
+x (N, Cin, H, W) and weight (Cin, Cout/g, kh, kw), per group the columns
+W_g^T x_g (Cout/g*kh*kw, H*W) summed back into the output plane by fold
+(col2im), whose gradient the table ops' rules give (unfold of dY and a matmul
+for x, i.e. conv2d's forward; the product of x with dY's windows for the
+weight). The output size is
   (H - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
 
 conv3d is a composite over conv2d: the kD depth slices that meet each output
@@ -27,6 +29,7 @@ local nn = require "tide.nn"        -- the module being built: init.lua requires
 local F, init = nn.functional, nn.init
 
 local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
+local params = core.ffi.new("int64_t[8]")
 
 -- an int or a list of n ints -> a list of n ints (name the argument in errors)
 local function tuple(fname, v, n, argn, what, min)
@@ -88,6 +91,14 @@ local function convt2d(fname, x, w, b, o)
   end
   if N * Cin * H * W == 0 or Og == 0 then
     local y = tide.zeros({ N, Cout, out[1], out[2] }, { dtype = x.dtype, device = x.device })
+    if b ~= nil then y = y + b:view(1, Cout, 1, 1) end
+    return y
+  end
+  -- the fused kernel (jit/jit_conv.c td_conv_transpose2d: conv2d's backward-data kernel forward,
+  -- its forward and weight-gradient kernels backward) on the CPU outside traces
+  if F._fused_ok(x, w, b) then
+    for i, v in ipairs { st[1], st[2], pd[1], pd[2], dl[1], dl[2], out[1], out[2] } do params[i - 1] = v end
+    local y = core.wrap(core.C.td_conv_transpose2d(x.p, w.p, params, g))
     if b ~= nil then y = y + b:view(1, Cout, 1, 1) end
     return y
   end
