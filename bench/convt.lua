@@ -2,7 +2,7 @@
 bench/convt.lua -- ConvTranspose2d (issue 17): 64 -> 32 channels, 4x4 kernel,
 stride 2, padding 1 on (8, 64, 28, 28) float32 with bias (output (8, 32, 56, 56)),
 forward alone and forward + y:sum():backward() (x, weight, bias require grad), the
-fused kernel and the composite alternating;
+fused kernel and the composite alternating; then Conv3d 16 -> 32, 3x3x3 on (2, 16, 16, 32, 32);
 bench/peers_torch2/convt.py times PyTorch the same way. Median of --reps.
   TIDE_NUM_THREADS=1 luajit bench/convt.lua [--reps 10]
 --]]
@@ -42,4 +42,15 @@ time("convt2d_fwd", function() tide.no_grad(function() return F.conv_transpose2d
 time("convt2d_fwdbwd", function()
   x.grad, w.grad, b.grad = nil, nil, nil
   F.conv_transpose2d(x, w, b, o):sum():backward()
+end)
+
+-- Conv3d 16 -> 32, 3x3x3, padding 1 on (2, 16, 16, 32, 32) with bias (F.conv3d: one grouped conv2d over
+-- the gathered depth taps; no fused form of its own, so F.fused only changes the conv2d under it)
+local x3 = tide.randn(2, 16, 16, 32, 32):requires_grad_()
+local w3 = (tide.randn(32, 16, 3, 3, 3) * 0.05):requires_grad_()
+local b3 = tide.randn(32):requires_grad_()
+time("conv3d_fwd", function() tide.no_grad(function() return F.conv3d(x3, w3, b3, { padding = 1 }) end) end)
+time("conv3d_fwdbwd", function()
+  x3.grad, w3.grad, b3.grad = nil, nil, nil
+  F.conv3d(x3, w3, b3, { padding = 1 }):sum():backward()
 end)

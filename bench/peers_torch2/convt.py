@@ -27,3 +27,14 @@ def fwdbwd():
     F.conv_transpose2d(x, w, b, stride=2, padding=1).sum().backward()
 bench("convt2d_fwd", fwd)
 bench("convt2d_fwdbwd", fwdbwd)
+
+x3 = torch.randn(2, 16, 16, 32, 32, requires_grad=True)
+w3 = (torch.randn(32, 16, 3, 3, 3) * 0.05).requires_grad_()
+b3 = torch.randn(32, requires_grad=True)
+def fwd3():
+    with torch.no_grad(): F.conv3d(x3, w3, b3, padding=1)
+def fwdbwd3():
+    x3.grad = w3.grad = b3.grad = None
+    F.conv3d(x3, w3, b3, padding=1).sum().backward()
+bench("conv3d_fwd", fwd3)
+bench("conv3d_fwdbwd", fwdbwd3)

@@ -166,7 +166,7 @@ end
 -- -- conv3d -----------------------------------------------------------------------------------
 
 --- F.conv3d(x, weight[, bias][, {stride = 1, padding = 0, dilation = 1, groups = 1}]) -> Tensor
---- 3-D convolution of x (N, C, D, H, W) with weight (O, C/groups, kd, kh, kw): one grouped conv2d over the gathered depth taps (memory kd times the input's).
+--- 3-D convolution of x (N, C, D, H, W) with weight (O, C/groups, kd, kh, kw): one grouped conv2d over the gathered depth taps (memory kd times the input's; about 2x PyTorch's CPU time, bench/RESULTS.md).
 function F.conv3d(x, w, b, opts)
   local fname = "conv3d"
   opts = args.opts(fname, opts, "stride padding dilation groups", 4)
