@@ -91,7 +91,7 @@ local function act(name, fn, keys, defaults)
   end
   function cls:extra_repr()
     local s = {}
-    for _, k in ipairs(keys) do s[#s + 1] = k .. "=" .. pyval(self[k]) end
+    for _, k in ipairs(keys) do s[#s + 1] = k .. "=" .. pyfloat(self[k]) end
     return table.concat(s, ", ")
   end
   return cls
@@ -163,7 +163,11 @@ function Upsample:forward(x)
     align_corners = self.align_corners, recompute_scale_factor = self.recompute_scale_factor })
 end
 function Upsample:extra_repr()
-  if self.scale_factor ~= nil then return ("scale_factor=%s, mode=%s"):format(pyval(self.scale_factor), pyval(self.mode)) end
+  if type(self.scale_factor) == "number" then
+    return ("scale_factor=%s, mode=%s"):format(pyfloat(self.scale_factor), pyval(self.mode))
+  elseif self.scale_factor ~= nil then
+    return ("scale_factor=%s, mode=%s"):format(pyval(self.scale_factor), pyval(self.mode))
+  end
   return ("size=%s, mode=%s"):format(pyval(self.size), pyval(self.mode))
 end
 
