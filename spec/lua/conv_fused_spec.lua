@@ -196,7 +196,7 @@ describe("fused pooling and batch_norm over edge values", function()
         local ih, iw = oh - 2 + ki, ow - 2 + kj
         if ih >= 1 and ih <= 4 and iw >= 1 and iw <= 4 then
           local v = xv[ih][iw]
-          if not bi or v > best or (v ~= v and best == best) then best, bi = v, (ki - 1) * 2 + kj end
+          if not bi or v > best or (v ~= v and best == best) then best, bi = v, (ih - 1) * 4 + iw end   -- PyTorch's plane index
         end
       end end
       assert((best ~= best and yv[oh][ow] ~= yv[oh][ow]) or best == yv[oh][ow], ("[%d][%d]"):format(oh, ow))

@@ -145,11 +145,26 @@ local function pool_fused(fname, x, kernel, opts, max)
   return y
 end
 
+-- PyTorch's max_pool2d indices: the 1-based position h*W + w + 1 of each maximum
+-- in its input plane, from t, the 1-based tap of its window (row-major in the
+-- kernel): h = oh*sh - ph + ((t-1) // kw)*dh, w = ow*sw - pw + ((t-1) % kw)*dw.
+local function plane_indices(t, W, kernel, opts)
+  local k = pair(kernel)
+  local st, pd, dl = pair(opts.stride or k), pair(opts.padding or 0), pair(opts.dilation or 1)
+  local OH, OW, dev = t:size(3), t:size(4), t.device
+  local taps = {}
+  for a = 0, k[1] - 1 do for b = 0, k[2] - 1 do taps[#taps + 1] = a * dl[1] * W + b * dl[2] end end
+  local off = tide.tensor(taps, { dtype = tide.int64, device = dev })
+  local rows = (tide.arange(OH, { device = dev }) * st[1] - pd[1]) * W
+  local base = rows:view(OH, 1) + (tide.arange(OW, { device = dev }) * st[2] - pd[2]):view(1, OW)
+  return off:index_select(1, t:reshape(-1)):view(t:size()) + base + 1   -- index_select is 1-based
+end
+
 -- max_pool2d(x, kernel_size, {stride=kernel_size, padding=0, dilation=1, return_indices=false})
 -- The padding must never win: the windows are taken of x shifted to be > 0, so
 -- im2col's zero padding is below every real value.
---- F.max_pool2d(x, kernel_size[, {stride = kernel_size, padding = 0, dilation = 1, return_indices}]) -> Tensor
---- The maximum of each window of x (N, C, H, W).
+--- F.max_pool2d(x, kernel_size[, {stride = kernel_size, padding = 0, dilation = 1, return_indices}]) -> Tensor[, indices]
+--- The maximum of each window of x (N, C, H, W); indices (return_indices) are PyTorch's, 1-based: h*W + w + 1 in the input plane.
 function F.max_pool2d(x, kernel, opts)
   opts = args.opts("max_pool2d", opts, "stride padding dilation return_indices ceil_mode", 3)
   if opts.ceil_mode then raise("max_pool2d: ceil_mode=true is not supported") end
@@ -157,7 +172,7 @@ function F.max_pool2d(x, kernel, opts)
   if x.dtype == tide.bool then raise("max_pool2d: bool input is not supported (convert it, e.g. x:to(tide.uint8))") end
   local y, ix = pool_fused("max_pool2d", x, kernel, opts, true)
   if y then
-    if opts.return_indices then return y, ix + 1 end
+    if opts.return_indices then return y, plane_indices(ix + 1, x:size(4), kernel, opts) end
     return y
   end
   local shift = 0
@@ -169,7 +184,7 @@ function F.max_pool2d(x, kernel, opts)
   local v, i = cols:max(2)
   v = v:view(N, C, OH, OW)
   if shift ~= 0 then v = v + shift end
-  if opts.return_indices then return v, i:view(N, C, OH, OW) end
+  if opts.return_indices then return v, plane_indices(i:view(N, C, OH, OW), x:size(4), kernel, opts) end
   return v
 end
 

@@ -56,10 +56,7 @@ function F.max_pool1d(x, k, opts)
   local y, i = F.max_pool2d(xp, { k, 1 }, { stride = { st, 1 }, padding = { pd, 0 }, dilation = { dl, 1 },
     return_indices = opts.return_indices })
   if not opts.return_indices then return back(y) end
-  -- max_pool2d's index is the 1-based tap of the window; PyTorch's is the position in L
-  local OL = y:size(3)
-  local base = (tide.arange(OL, { device = x.device }) * st - pd):view(1, 1, OL, 1)
-  return back(y), back(base + (i - 1) * dl + 1)
+  return back(y), back(i)   -- max_pool2d's plane position is the position in L (W = 1)
 end
 
 --- F.avg_pool1d(x, kernel_size[, {stride = kernel_size, padding = 0, count_include_pad = true}]) -> Tensor
