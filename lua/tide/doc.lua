@@ -40,25 +40,21 @@ M.key_of = key_of
 
 -- -- Reading the sources ------------------------------------------------------------------------
 
-pcall(ffi.cdef, [[
-typedef struct tide_dir tide_dir;
-struct tide_dirent { uint64_t d_ino; int64_t d_off; unsigned short d_reclen; unsigned char d_type; char d_name[256]; };
-tide_dir *opendir(const char *name);
-struct tide_dirent *readdir(tide_dir *d);
-int closedir(tide_dir *d);
-]])
+-- opendir/readdir/closedir as tide.serialize declares them (tide_opendir ...,
+-- asm aliases): one declaration, which a host's own cdef of opendir cannot clash with
+require "tide.serialize"
 
 -- the .lua files under dir (one level of subdirectories: lua/tide/nn)
 local function lua_files(dir, depth, out)
-  local d = ffi.C.opendir(dir)
+  local d = ffi.C.tide_opendir(dir)
   if d == nil then return out end
   local names = {}
   while true do
-    local e = ffi.C.readdir(d)
+    local e = ffi.C.tide_readdir(d)
     if e == nil then break end
     names[#names + 1] = { ffi.string(e.d_name), e.d_type }
   end
-  ffi.C.closedir(d)
+  ffi.C.tide_closedir(d)
   -- init.lua (a module's main file) and tensor.lua first: the reference follows this order
   local rank = { ["init.lua"] = 1, ["tensor.lua"] = 2 }
   table.sort(names, function(a, b)

@@ -106,6 +106,17 @@ describe("help", function()
   end)
   teardown(function() _G.spec_x, _G.spec_model = nil, nil end)
 
+  it("leaves tide.save working when help is the first thing a process asks for (one opendir declaration)", function()
+    local tmp = os.tmpname()
+    local code = ("local t = require 'tide'; require('tide.doc').help_text('tide.zeros'); " ..
+      "t.save({ a = t.ones(2) }, %q); print(t.load(%q).a:sum():item())"):format(tmp, tmp)
+    local p = io.popen(("LUA_PATH=%q luajit -e %q 2>&1; echo \"exit $?\""):format(package.path, code))
+    local out = p:read("*a")
+    p:close()
+    os.remove(tmp)
+    assert.matches("^2\nexit 0\n$", out)
+  end)
+
   it("finds a doc by name, by value, through methods of instances and base classes", function()
     assert.matches("^tide.zeros%(size", doc.help_text("tide.zeros"))
     assert.matches("^Tensor:matmul%(b%)", doc.help_text("spec_x:matmul"))
