@@ -138,8 +138,7 @@ int jit_exec_run_dev(JitExec *x, const JitTrace *cur, td_tensor **outs)
       /* a CPU 0-dim tensor: its storage, copied for this call */
       if (!(ost[i] = cl_storage_new(s->nbytes))) { rc = TD_ERR_NOMEM; break; }
       x->db[i].m = (cl_mem)ost[i]->dev;
-      if (s->nbytes) rc = cl_check(clEnqueueWriteBuffer(cl_queue(), x->db[i].m, CL_TRUE, 0, s->nbytes, s->ptr, 0, NULL, NULL),
-                                   "tide.compile", "clEnqueueWriteBuffer");
+      rc = cl_upload(x->db[i].m, 0, s->ptr, s->nbytes, NULL, "tide.compile");
       break;
     }
     case BUF_ARENA: x->db[i] = (OclBuf){ (cl_mem)x->darena->dev, b->off / rt_dtype_size(ins->dtype) }; break;
@@ -173,8 +172,11 @@ int jit_exec_run_dev(JitExec *x, const JitTrace *cur, td_tensor **outs)
     const OclBuf *src = &x->db[t->effects[e].ref];
     int es = rt_dtype_size(t->ins[t->effects[e].ref].dtype);
     if (s->dev) rc = copy_buf(&(OclBuf){ (cl_mem)s->dev, 0 }, src, (int64_t)s->nbytes, es);
-    else rc = cl_check(clEnqueueReadBuffer(cl_queue(), src->m, CL_TRUE, (size_t)(src->off * es), s->nbytes, s->ptr,
-                                           0, NULL, NULL), "tide.compile", "clEnqueueReadBuffer");
+    else {
+      rc = cl_check(clEnqueueReadBuffer(cl_queue(), src->m, CL_TRUE, (size_t)(src->off * es), s->nbytes, s->ptr,
+                                        0, NULL, NULL), "tide.compile", "clEnqueueReadBuffer");
+      cl_synced();
+    }
     rt_bump_version(in);
   }
   for (int k = 0; k < t->nouts; k++) outs[k] = NULL;

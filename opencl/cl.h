@@ -46,8 +46,23 @@ const char *cl_status_name(cl_int st);
 
 /* -- Buffers and transfers ---------------------------------------------------------- */
 
-RtStorage *cl_storage_new(size_t nbytes);     /* device storage, or NULL + error */
-void cl_storage_free(RtStorage *s);           /* from rt_storage_release */
+/* cl_mem.c: the caching allocator, uploads, host waits, device times */
+RtStorage *cl_storage_new(size_t nbytes);     /* device storage (a cached buffer when one fits), or NULL + error */
+void cl_storage_free(RtStorage *s);           /* from rt_storage_release: back to the cache */
+void cl_empty_cache(void);                    /* tide.empty_cache */
+int64_t cl_cached_bytes(void);
+void cl_mem_init(void);                       /* at cl_init */
+int cl_closed(void);                          /* the process is exiting: no more driver calls */
+/* Enqueue a write of n host bytes at src into m at byte off, not waiting: the
+** bytes are staged first, unless `hold` (a tensor no one else can write)
+** owns them, which is then kept alive until the write is done. */
+int cl_upload(cl_mem m, size_t off, const void *src, size_t n, td_tensor *hold, const char *op);
+void cl_synced(void);                         /* the host waited for the queue (a read, a finish) */
+int64_t cl_sync_count(void);
+/* A launch's profiler event: h = cl_prof_open(name) (-1 when the profiler is
+** off), enqueue with &e when h >= 0, then cl_prof_close(h, e). */
+int cl_prof_open(const char *name);
+void cl_prof_close(int h, cl_event e);
 static inline cl_mem cl_buf(const td_tensor *t) { return (cl_mem)t->rt_storage->dev; }
 /* A contiguous tensor on the device, uninitialized. */
 td_tensor *cl_tensor_new(int ndim, const int64_t *size, int dtype);

@@ -114,11 +114,14 @@ static int mm_clblast(const RtMmGeom *g, int dt, cl_mem A, int ta, int64_t lda, 
   size_t M = (size_t)g->M, N = (size_t)g->N, K = (size_t)g->K;
   if (g->nbatch == 1 || fld > 0) {
     if (fld > 0) { M *= (size_t)g->nbatch; lda = fld; }
+    cl_event e = NULL;
+    int h = cl_prof_open(dt == TD_FLOAT32 ? "clblast_sgemm" : "clblast_dgemm");
     CLBlastStatusCode st = dt == TD_FLOAT32
       ? CLBlastSgemm(L, TA, TB, M, N, K, 1.0f, A, (size_t)g->a.off, (size_t)lda, B, (size_t)g->b.off, (size_t)ldb,
-                     0.0f, C, (size_t)coff, N, &q, NULL)
+                     0.0f, C, (size_t)coff, N, &q, h >= 0 ? &e : NULL)
       : CLBlastDgemm(L, TA, TB, M, N, K, 1.0, A, (size_t)g->a.off, (size_t)lda, B, (size_t)g->b.off, (size_t)ldb,
-                     0.0, C, (size_t)coff, N, &q, NULL);
+                     0.0, C, (size_t)coff, N, &q, h >= 0 ? &e : NULL);
+    cl_prof_close(h, st == CLBlastSuccess ? e : NULL);
     return mm_check(st, dt, "gemm");
   }
   size_t nb = (size_t)g->nbatch;
@@ -132,17 +135,20 @@ static int mm_clblast(const RtMmGeom *g, int dt, cl_mem A, int ta, int64_t lda, 
     offs[2 * nb + i] = (size_t)coff + i * M * N;
   }
   CLBlastStatusCode st;
+  cl_event e = NULL;
+  int h = cl_prof_open(dt == TD_FLOAT32 ? "clblast_sgemm_batched" : "clblast_dgemm_batched");
   if (dt == TD_FLOAT32) {
     float *al = (float *)scal, *be = al + nb;
     for (size_t i = 0; i < nb; i++) { al[i] = 1.0f; be[i] = 0.0f; }
     st = CLBlastSgemmBatched(L, TA, TB, M, N, K, al, A, offs, (size_t)lda, B, offs + nb, (size_t)ldb,
-                             be, C, offs + 2 * nb, N, nb, &q, NULL);
+                             be, C, offs + 2 * nb, N, nb, &q, h >= 0 ? &e : NULL);
   } else {
     double *al = scal, *be = al + nb;
     for (size_t i = 0; i < nb; i++) { al[i] = 1.0; be[i] = 0.0; }
     st = CLBlastDgemmBatched(L, TA, TB, M, N, K, al, A, offs, (size_t)lda, B, offs + nb, (size_t)ldb,
-                             be, C, offs + 2 * nb, N, nb, &q, NULL);
+                             be, C, offs + 2 * nb, N, nb, &q, h >= 0 ? &e : NULL);
   }
+  cl_prof_close(h, st == CLBlastSuccess ? e : NULL);
   free(offs); free(scal);
   return mm_check(st, dt, "gemm_batched");
 }

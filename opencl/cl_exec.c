@@ -201,7 +201,11 @@ static int launch(const CgKernel *k, cl_kernel ck, int64_t r0, int64_t r1, int64
   if (rc) return rc;
   size_t lw = (size_t)c->wg, gw = (size_t)groups * lw;
   n_launches++; n_groups += groups;
-  return cl_check(clEnqueueNDRangeKernel(cl_queue(), ck, 1, NULL, &gw, &lw, 0, NULL, NULL), k->name, "clEnqueueNDRangeKernel");
+  cl_event e = NULL;
+  int h = cl_prof_open(k->name);
+  cl_int st = clEnqueueNDRangeKernel(cl_queue(), ck, 1, NULL, &gw, &lw, 0, NULL, h >= 0 ? &e : NULL);
+  cl_prof_close(h, e);
+  return cl_check(st, k->name, "clEnqueueNDRangeKernel");
 }
 
 int ocl_kernel_run(const CgKernel *k, cl_kernel ck, const OclBuf *bufs, const double *args)

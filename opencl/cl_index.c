@@ -105,6 +105,7 @@ static int err_end(const char *op, const td_tensor *idx, int dim, int64_t size)
   cl_int pos;
   int rc = cl_check(clEnqueueReadBuffer(cl_queue(), err_slot, CL_TRUE, 0, sizeof pos, &pos, 0, NULL, NULL),
                     op, "clEnqueueReadBuffer");
+  cl_synced();
   if (rc || pos == INT_MAX) return rc;
   int64_t off = idx->offset, p = pos;
   for (int d = idx->ndim - 1; d >= 0; d--) { off += (p % idx->sizes[d]) * idx->strides[d]; p /= idx->sizes[d]; }

@@ -53,6 +53,7 @@ static pthread_mutex_t dev_mu = PTHREAD_MUTEX_INITIALIZER;
 ** the driver, whose own exit handlers may have run. */
 static int dev_closed;
 static void dev_close(void) { if (dev.q) clFinish(dev.q); dev_closed = 1; }   /* nothing left queued */
+int cl_closed(void) { return dev_closed; }
 
 /* What the device allows, asked once: kernels and launches size themselves
 ** from these, never from a guess (an NVIDIA GPU: work groups of 1024, 48 KiB
@@ -129,7 +130,7 @@ int cl_init(int index)
     else {
       dev.device = ds[index]; dev.platform = ps[index];
       dev.ctx = clCreateContext(NULL, 1, &dev.device, NULL, NULL, &st);
-      if (st == CL_SUCCESS) dev.q = clCreateCommandQueue(dev.ctx, dev.device, 0, &st);
+      if (st == CL_SUCCESS) dev.q = clCreateCommandQueue(dev.ctx, dev.device, CL_QUEUE_PROFILING_ENABLE, &st);
       if (st != CL_SUCCESS) rc = cl_check(st, "opencl", "context/queue creation");
       else {
         clGetDeviceInfo(dev.device, CL_DEVICE_NAME, sizeof dev.name - 1, dev.name, NULL);
@@ -138,6 +139,7 @@ int cl_init(int index)
         dev_limits(&dev.lim, dev.device, strstr(ext, "cl_khr_fp64") != NULL);
         dev.fp64 = dev.lim.fp64;
         dev.index = index;
+        cl_mem_init();
         atexit(dev_close);           /* after the driver was loaded: runs before its handlers */
         __atomic_store_n(&dev.ready, 1, __ATOMIC_RELEASE);
       }
@@ -163,33 +165,12 @@ TD_API int td_opencl_device_count(void)
   return list_devices(ds, ps, 64, why, sizeof why);
 }
 TD_API int td_opencl_device_index(void) { return dev.ready ? dev.index : -1; }
-TD_API void td_opencl_finish(void) { if (dev.ready && !dev_closed) clFinish(dev.q); }
-
-/* -- Buffers ------------------------------------------------------------------------------- */
-
-RtStorage *cl_storage_new(size_t nbytes)
+TD_API void td_opencl_finish(void)
 {
-  if (cl_init(-1)) return NULL;
-  RtStorage *s = calloc(1, sizeof *s);
-  if (!s) return rt_errp(TD_ERR_NOMEM, "opencl: out of host memory");
-  cl_int st;
-  /* a zero-byte buffer is invalid in OpenCL: empty tensors get a token one */
-  cl_mem m = clCreateBuffer(dev.ctx, CL_MEM_READ_WRITE, nbytes ? nbytes : 64, NULL, &st);
-  if (st != CL_SUCCESS) {
-    free(s);
-    return rt_errp(TD_ERR_NOMEM, "opencl: allocating %zu bytes on %s failed: %s", nbytes, dev.name, cl_status_name(st));
-  }
-  s->refcount = 1; s->device_type = TD_OPENCL; s->nbytes = nbytes; s->dev = m;
-  rt_mem_add(TD_OPENCL, (int64_t)nbytes);
-  return s;
+  if (dev.ready && !dev_closed) { clFinish(dev.q); cl_synced(); }
 }
 
-void cl_storage_free(RtStorage *s)
-{
-  /* commands still queued on the buffer keep it alive (OpenCL's own refcount) */
-  if (!dev_closed) clReleaseMemObject((cl_mem)s->dev);
-  free(s);
-}
+/* -- Buffers (the allocator is cl_mem.c) ---------------------------------------------------- */
 
 td_tensor *cl_tensor_new(int ndim, const int64_t *size, int dtype)
 {
@@ -200,16 +181,17 @@ int cl_write(td_tensor *dst, const void *src, size_t nbytes)
 {
   if (!nbytes) return 0;
   size_t off = (size_t)dst->offset * rt_dtype_size(dst->scalar_type);
-  return cl_check(clEnqueueWriteBuffer(dev.q, cl_buf(dst), CL_TRUE, off, nbytes, src, 0, NULL, NULL),
-                  "to", "clEnqueueWriteBuffer");
+  return cl_upload(cl_buf(dst), off, src, nbytes, NULL, "to");
 }
 
 int cl_read(const td_tensor *src, void *dst, size_t nbytes)
 {
   if (!nbytes) return 0;
   size_t off = (size_t)src->offset * rt_dtype_size(src->scalar_type);
-  return cl_check(clEnqueueReadBuffer(dev.q, cl_buf(src), CL_TRUE, off, nbytes, dst, 0, NULL, NULL),
-                  "to", "clEnqueueReadBuffer");
+  int rc = cl_check(clEnqueueReadBuffer(dev.q, cl_buf(src), CL_TRUE, off, nbytes, dst, 0, NULL, NULL),
+                    "to", "clEnqueueReadBuffer");
+  cl_synced();
+  return rc;
 }
 
 td_tensor *cl_from_cpu(td_tensor *t)
@@ -217,7 +199,9 @@ td_tensor *cl_from_cpu(td_tensor *t)
   td_tensor *c = rt_as_contig(t);
   if (!c) return NULL;
   td_tensor *o = cl_tensor_new(t->ndim, t->sizes, t->scalar_type);
-  if (o && cl_write(o, c->ptr, (size_t)c->nelem * rt_dtype_size(c->scalar_type))) { td_release(o); o = NULL; }
+  /* a contiguous copy made here is private: the upload keeps it instead of staging */
+  size_t n = (size_t)c->nelem * rt_dtype_size(c->scalar_type);
+  if (o && cl_upload(cl_buf(o), 0, c->ptr, n, c != t ? c : NULL, "to")) { td_release(o); o = NULL; }
   td_release(c);
   return o;
 }
@@ -252,7 +236,11 @@ int cl_run(cl_kernel k, int64_t n, const char *op)
 {
   if (n <= 0) return 0;
   size_t g = (size_t)n;
-  return cl_check(clEnqueueNDRangeKernel(dev.q, k, 1, NULL, &g, NULL, 0, NULL, NULL), op, "clEnqueueNDRangeKernel");
+  cl_event e = NULL;
+  int h = cl_prof_open(op);
+  cl_int st = clEnqueueNDRangeKernel(dev.q, k, 1, NULL, &g, NULL, 0, NULL, h >= 0 ? &e : NULL);
+  cl_prof_close(h, e);
+  return cl_check(st, op, "clEnqueueNDRangeKernel");
 }
 
 const char *cl_type(int dt)

@@ -117,6 +117,12 @@ td_tensor *rt_full_on(int device, int ndim, const int64_t *size, double v, int d
 /* OpenCL hooks (opencl/): device storage, host copies, fill. */
 struct RtStorage *cl_storage_new(size_t nbytes);
 void cl_storage_free(struct RtStorage *s);
+void cl_empty_cache(void);
+int64_t cl_cached_bytes(void);
+int cl_init(int index);
+/* t (contiguous, on the device) = random values of kind 0 rand, 1 randn,
+** 2 randint [lo, lo + span), Philox counters base + i/4 under key (rt_rng.c) */
+int cl_rng_fill(td_tensor *t, uint64_t key, uint64_t base, int kind, int64_t lo, int64_t span);
 td_tensor *cl_to_cpu(const td_tensor *t);
 int cl_fill(td_tensor *t, double v);
 /* Has values: host memory or a device buffer (not a traced tensor). */
@@ -329,6 +335,8 @@ extern int rt_prof_on;
 int rt_prof_begin(int kind, const char *name, int nin, td_tensor *const *in);  /* event index, or -1 */
 void rt_prof_end(int ev);
 void rt_prof_alloc(int64_t bytes);             /* bytes allocated inside the open events of this thread */
+void rt_prof_set_device_time(int ev, int64_t ns);   /* a TD_PROF_DEVICE event's dev_ns */
+extern void (*rt_prof_device_flush)(void);      /* the device's times into their events (cl_mem.c) */
 
 /* -- Thread pool ------------------------------------------------------------------- */
 

@@ -142,6 +142,19 @@ int rt_call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_a
   return 0;
 }
 
+/* A device allocation that failed inside an op: its message gains the op's
+** name (the allocator does not know it; composite ops keep the innermost). */
+static void *oom_named(int op)
+{
+  const char *m = td_last_error();
+  if (strncmp(m, "out of device memory", 20) == 0) {
+    char b[1024];
+    snprintf(b, sizeof b, "%s", m);
+    rt_err(TD_ERR_NOMEM, "%s: %s", op_lname[op], b);
+  }
+  return NULL;
+}
+
 static td_tensor *call_run(RtCall *c)
 {
   const RtOpInfo *oi = &rt_ops[c->op];
@@ -163,8 +176,8 @@ static td_tensor *call_run(RtCall *c)
         return rt_errp(TD_ERR_STATE, "%s: argument %d has no data (a tensor made inside a compiled "
                        "function that was not returned from it)", op_lname[c->op], i + 1);
     out = rt_tensor_new_on(c->device, c->ndim, c->sizes, c->scalar_type);
-    if (!out) return NULL;
-    if (rt_kern_of(c->op, c->device)(c, out)) { td_release(out); return NULL; }
+    if (!out) return c->device == TD_OPENCL ? oom_named(c->op) : NULL;
+    if (rt_kern_of(c->op, c->device)(c, out)) { td_release(out); return c->device == TD_OPENCL ? oom_named(c->op) : NULL; }
   }
   if (jit_grad_wants(c) && jit_grad_record(c, out)) { td_release(out); return NULL; }
   return out;

@@ -30,8 +30,20 @@ static int64_t now_ns(void)
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+void (*rt_prof_device_flush)(void);
+
+void rt_prof_set_device_time(int ev, int64_t ns)
+{
+  pthread_mutex_lock(&prof_mu);
+  if (ev >= 0 && ev < nev) evs[ev].dev_ns = ns;
+  pthread_mutex_unlock(&prof_mu);
+}
+
+/* Enabling clears the events; disabling first waits for the device's times
+** of the launches made while on (they come after the host's intervals). */
 TD_API int td_profiler_enable(int on)
 {
+  if (rt_prof_device_flush) rt_prof_device_flush();
   pthread_mutex_lock(&prof_mu);
   int prev = rt_prof_on;
   if (on && !prev) nev = 0;
@@ -50,7 +62,7 @@ int rt_prof_begin(int kind, const char *name, int nin, td_tensor *const *in)
   td_prof_event e;
   memset(&e, 0, sizeof e);
   if (!my_tid) my_tid = atomic_fetch_add(&next_tid, 1) + 1;
-  e.kind = kind; e.depth = depth++; e.tid = my_tid; e.device = -1;
+  e.kind = kind; e.depth = depth++; e.tid = my_tid; e.device = kind == TD_PROF_DEVICE ? TD_OPENCL : -1;
   snprintf(e.name, sizeof e.name, "%s", name ? name : "?");
   size_t k = 0;
   for (int i = 0; i < nin && k + 2 < sizeof e.shapes; i++) {

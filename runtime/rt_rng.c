@@ -87,32 +87,56 @@ static void rng_range(void *vctx, int64_t b, int64_t e)
   }
 }
 
-static td_tensor *rng_fill(const char *op, int ndim, const int64_t *size, int dtype, int kind,
+static td_tensor *rng_fill(const char *op, int device, int ndim, const int64_t *size, int dtype, int kind,
                            int64_t lo, int64_t span)
 {
   if (kind < 2 && !rt_is_float(dtype))
     return rt_errp(TD_ERR_DTYPE, "%s: dtype %s is not a floating point type", op, td_dtype_name(dtype));
-  td_tensor *t = rt_tensor_new(ndim, size, dtype);
+  td_tensor *t = rt_tensor_new_on(device, ndim, size, dtype);
   if (!t) return NULL;
   RngJob j = { t, 0, 0, kind, lo, span };
   /* round the stream up to whole 4-lane blocks so Box-Muller pairs never split */
   j.base = rt_rng_reserve((uint64_t)t->nelem + 4, &j.key);
+  /* on the device: the same counters and formulas (opencl/cl_rng.c) */
+  if (device == TD_OPENCL) {
+    if (cl_rng_fill(t, j.key, j.base, kind, lo, span)) { td_release(t); return NULL; }
+    return t;
+  }
   rt_parallel_for(t->nelem, 1 << 14, rng_range, &j);
   return t;
 }
 
-TD_API td_tensor *td_rand(int ndim, const int64_t *size, int dtype)
-{ return rng_fill("rand", ndim, size, dtype, 0, 0, 0); }
-TD_API td_tensor *td_randn(int ndim, const int64_t *size, int dtype)
-{ return rng_fill("randn", ndim, size, dtype, 1, 0, 0); }
-TD_API td_tensor *td_randint(int64_t lo, int64_t hi, int ndim, const int64_t *size, int dtype)
+static int randint_check(int64_t lo, int64_t hi, int dtype, int64_t *span)
 {
-  if (hi <= lo) return rt_errp(TD_ERR_ARG, "randint: empty range [%lld, %lld)", (long long)lo, (long long)hi);
-  int64_t span;
-  if (__builtin_sub_overflow(hi, lo, &span))
-    return rt_errp(TD_ERR_ARG, "randint: range [%lld, %lld) is wider than int64", (long long)lo, (long long)hi);
+  if (hi <= lo) return rt_err(TD_ERR_ARG, "randint: empty range [%lld, %lld)", (long long)lo, (long long)hi);
+  if (__builtin_sub_overflow(hi, lo, span))
+    return rt_err(TD_ERR_ARG, "randint: range [%lld, %lld) is wider than int64", (long long)lo, (long long)hi);
   /* every value drawn must fit the dtype (no wrapping into uint8) */
   if (dtype != TD_BOOL && (rt_value_check("randint", (double)lo, dtype) || rt_value_check("randint", (double)(hi - 1), dtype)))
-    return NULL;
-  return rng_fill("randint", ndim, size, dtype, 2, lo, span);
+    return TD_ERR_ARG;
+  return 0;
+}
+
+TD_API td_tensor *td_rand(int ndim, const int64_t *size, int dtype)
+{ return rng_fill("rand", TD_CPU, ndim, size, dtype, 0, 0, 0); }
+TD_API td_tensor *td_randn(int ndim, const int64_t *size, int dtype)
+{ return rng_fill("randn", TD_CPU, ndim, size, dtype, 1, 0, 0); }
+TD_API td_tensor *td_randint(int64_t lo, int64_t hi, int ndim, const int64_t *size, int dtype)
+{
+  int64_t span = 0;
+  if (randint_check(lo, hi, dtype, &span)) return NULL;
+  return rng_fill("randint", TD_CPU, ndim, size, dtype, 2, lo, span);
+}
+
+TD_API td_tensor *td_rand_on(int device, int index, int kind, int64_t lo, int64_t hi, int ndim, const int64_t *size,
+                             int dtype)
+{
+  static const char *names[3] = { "rand", "randn", "randint" };
+  if (kind < 0 || kind > 2) return rt_errp(TD_ERR_ARG, "rand_on: kind %d is not 0 (rand), 1 (randn) or 2 (randint)", kind);
+  if (device != TD_CPU && device != TD_OPENCL) return rt_errp(TD_ERR_DEVICE, "%s: unknown device %d", names[kind], device);
+  if (device == TD_OPENCL && cl_init(index)) return NULL;
+  if (dtype < 0 || dtype >= TD_DTYPE__MAX) return rt_errp(TD_ERR_DTYPE, "%s: bad dtype %d", names[kind], dtype);
+  int64_t span = 0;
+  if (kind == 2 && randint_check(lo, hi, dtype, &span)) return NULL;
+  return rng_fill(names[kind], device, ndim, size, dtype, kind, kind == 2 ? lo : 0, span);
 }

@@ -44,7 +44,7 @@ TD_API void td_memory_stats(td_mem_stats *m)
     m->allocs[d] = __atomic_load_n(&dev_allocs[d], __ATOMIC_RELAXED);
   }
   m->cached[TD_CPU] = td_cached_bytes();
-  m->cached[TD_OPENCL] = 0;                /* device buffers are not cached (yet) */
+  m->cached[TD_OPENCL] = cl_cached_bytes();   /* opencl/cl_mem.c's free lists */
   m->host_total = td_live_bytes();
 }
 
@@ -112,6 +112,7 @@ TD_API void td_empty_cache(void)
   memset(cache_head, 0, sizeof cache_head);
   __atomic_store_n(&cached_bytes, 0, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&cache_mu);
+  cl_empty_cache();                         /* the device's buffers too */
 }
 
 __attribute__((constructor)) static void storage_init(void)

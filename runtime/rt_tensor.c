@@ -161,6 +161,27 @@ TD_API td_tensor *td_full(int ndim, const int64_t *size, double v, int dtype)
   return t;
 }
 
+/* On a device: filled there (no host copy); empty: the cached buffer as it is. */
+static int on_device(const char *op, int device, int index)
+{
+  if (device != TD_CPU && device != TD_OPENCL) return rt_err(TD_ERR_DEVICE, "%s: unknown device %d", op, device);
+  return device == TD_OPENCL ? cl_init(index) : 0;
+}
+
+TD_API td_tensor *td_full_on(int device, int index, int ndim, const int64_t *size, double v, int dtype)
+{
+  if (on_device("full", device, index)) return NULL;
+  if (device == TD_CPU) return td_full(ndim, size, v, dtype);
+  if (rt_value_check("full", v, dtype)) return NULL;
+  return rt_full_on(device, ndim, size, v, dtype);
+}
+
+TD_API td_tensor *td_empty_on(int device, int index, int ndim, const int64_t *size, int dtype)
+{
+  if (on_device("empty", device, index)) return NULL;
+  return rt_tensor_new_on(device, ndim, size, dtype);
+}
+
 TD_API td_tensor *td_from_buffer(int ndim, const int64_t *size, int dtype, const void *src)
 {
   td_tensor *t = rt_tensor_new(ndim, size, dtype);

@@ -188,6 +188,12 @@ TD_API td_tensor *td_eye(int64_t n, int64_t m, int dtype);
 TD_API td_tensor *td_rand(int ndim, const int64_t *size, int dtype);
 TD_API td_tensor *td_randn(int ndim, const int64_t *size, int dtype);
 TD_API td_tensor *td_randint(int64_t lo, int64_t hi, int ndim, const int64_t *size, int dtype);
+/* The same on a device (TD_CPU, or TD_OPENCL with its index, -1 for the open
+** one): random values drawn there from the same stream, equal to the CPU's. */
+TD_API td_tensor *td_rand_on(int device, int index, int kind, int64_t lo, int64_t hi, int ndim, const int64_t *size,
+                             int dtype);   /* kind 0 rand, 1 randn, 2 randint [lo, hi) */
+TD_API td_tensor *td_full_on(int device, int index, int ndim, const int64_t *size, double value, int dtype);
+TD_API td_tensor *td_empty_on(int device, int index, int ndim, const int64_t *size, int dtype);
 TD_API int td_item(const td_tensor *t, double *out);       /* error if numel != 1 */
 TD_API int td_read(const td_tensor *t, double *dst);       /* all elements, row-major */
 TD_API int td_is_contiguous(const td_tensor *t);
@@ -209,6 +215,15 @@ TD_API void td_opencl_dump_dir(const char *dir);
 /* OpenCL counters: programs built from source, programs loaded from the disk
 ** cache, kernels of the kernel IR launched, and their work groups (out[0..3]). */
 TD_API void td_opencl_stats(int64_t *out);
+/* The device allocator's and queue's counters (out[0..5]): buffers created,
+** buffers reused from the cache, cache flushes when the device was full,
+** bytes held (buffers in use rounded up to their size class, plus cached),
+** bytes cached, and host waits for the queue (reads, finish). */
+TD_API void td_opencl_memory_stats(int64_t *out);
+/* Cap the device bytes tide holds (0: the device's global memory); returns
+** the previous cap; bytes < 0 only reads it. Past the cap the cache is
+** emptied, then an allocation fails with "out of device memory". */
+TD_API int64_t td_opencl_memory_limit(int64_t bytes);
 /* Build a program from OpenCL C text: 0, or the build's error with its log and
 ** the text (a diagnostic: which OpenCL C the device takes). */
 TD_API int td_opencl_build(const char *src);
@@ -361,12 +376,15 @@ TD_API td_tensor *td_conv_transpose2d(td_tensor *x, td_tensor *w, const int64_t 
 ** their parent's interval), the storage bytes allocated inside it, children
 ** included. Off, it costs one predicted branch per op. */
 enum { TD_PROF_OP = 0, TD_PROF_BACKWARD = 1, TD_PROF_KERNEL = 2, TD_PROF_COMPILE = 3, TD_PROF_RANGE = 4,
-       TD_PROF_TRACE = 5 /* an op recorded while tide.compile traces (no kernel runs) */ };
+       TD_PROF_TRACE = 5 /* an op recorded while tide.compile traces (no kernel runs) */,
+       TD_PROF_DEVICE = 6 /* a launch on the OpenCL queue: host interval of the enqueue, dev_ns its run */ };
 typedef struct td_prof_event {
   int32_t kind, depth, tid, device;
   int64_t t0, t1, bytes;
   char name[96];
   char shapes[64];               /* the inputs' shapes, "[3,4] [4]" (ops) */
+  int64_t dev_ns;                /* TD_PROF_DEVICE: the device's time for it (its profiling info), set
+                                 ** when the profile ends; 0 otherwise */
 } td_prof_event;
 TD_API int td_profiler_enable(int on);          /* returns the previous state; enabling clears the events */
 TD_API int64_t td_profiler_count(void);

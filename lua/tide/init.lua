@@ -60,7 +60,11 @@ local function dims(s) for i = 1, #s do i64[i - 1] = s[i] end return i64 end
 -- A new tensor from C, or the C error renamed for the Lua function that was
 -- called (C reports the allocation as "empty:" or "full:"; zeros(-1) should say "zeros:").
 local function create(fname, p)
-  if p == nil then raise((core.last_error():gsub("^[%w_]+:", fname .. ":", 1))) end
+  if p == nil then
+    local e = core.last_error()
+    if e:find("^out of device memory") then raise(fname .. ": " .. e) end
+    raise((e:gsub("^[%w_]+:", fname .. ":", 1)))
+  end
   return wrap(p)
 end
 
@@ -77,9 +81,9 @@ local function device_opt(fname, opts, like)
   return dev, idx
 end
 
--- Move the new CPU tensor t to the device (if any), then set requires_grad: a
--- tensor made on the device is made on the CPU and copied, so the random ones
--- equal the CPU's for the same seed.
+-- Move the new tensor t to the device (if any and it is not there), then set
+-- requires_grad. Tensors of the makers below are made on their device (random
+-- ones from the same Philox stream as the CPU's: the same values for a seed).
 local function finish(t, opts, dev, idx)
   if dev ~= nil and dev ~= t.device_type then
     local cpu = t
@@ -118,19 +122,26 @@ local integer = args.int
 --- tide.rand with x's shape, dtype and device.
 --- tide.randn_like(x[, opts]) -> Tensor
 --- tide.randn with x's shape, dtype and device.
+-- make(shape, dtype, device, index): on the device (0 = the CPU)
 local makers = {
-  empty = function(s, dt) return C.td_empty(#s, dims(s), dt) end,
-  zeros = function(s, dt) return C.td_full(#s, dims(s), 0, dt) end,
-  ones = function(s, dt) return C.td_full(#s, dims(s), 1, dt) end,
-  rand = function(s, dt) return C.td_rand(#s, dims(s), dt) end,
-  randn = function(s, dt) return C.td_randn(#s, dims(s), dt) end,
+  empty = function(s, dt, d, i) return C.td_empty_on(d, i, #s, dims(s), dt) end,
+  zeros = function(s, dt, d, i) return C.td_full_on(d, i, #s, dims(s), 0, dt) end,
+  ones = function(s, dt, d, i) return C.td_full_on(d, i, #s, dims(s), 1, dt) end,
+  rand = function(s, dt, d, i) return C.td_rand_on(d, i, 0, 0, 0, #s, dims(s), dt) end,
+  randn = function(s, dt, d, i) return C.td_rand_on(d, i, 1, 0, 0, #s, dims(s), dt) end,
 }
+-- a device opened first (its errors as td_to_device gives them)
+local function on_dev(dev, idx)
+  if dev == nil then return 0, -1 end
+  if dev == 1 then check(C.td_opencl_init(idx)) end
+  return dev, idx
+end
 for name, make in pairs(makers) do
   -- empty(3, 4), empty({3, 4}), empty(3, 4, {dtype=, device=, requires_grad=})
   tide[name] = function(...)
     local s, o = split_opts(name, ...)
     local dev, idx = device_opt(name, o)
-    local t = finish(create(name, make(s, default_dtype(o, name))), o, dev, idx)
+    local t = finish(create(name, make(s, default_dtype(o, name), on_dev(dev, idx))), o, dev, idx)
     return t
   end
   -- zeros_like(x, {dtype=, device=, requires_grad=}): x's shape, and x's dtype and device unless given
@@ -139,7 +150,8 @@ for name, make in pairs(makers) do
     tensor.targ(x, 1, fname)
     opts = options(fname, opts, 2)
     local dev, idx = device_opt(fname, opts, x)
-    local t = finish(create(fname, make(x:size(), default_dtype(opts, fname, x.scalar_type))), opts, dev, idx)
+    local t = finish(create(fname, make(x:size(), default_dtype(opts, fname, x.scalar_type), on_dev(dev, idx))), opts,
+                     dev, idx)
     return t
   end
 end
@@ -155,7 +167,8 @@ function tide.full(shape, value, opts)
   if type(value) == "boolean" then value = value and 1 or 0 end
   local s = shape_at(2, "full", shape)
   local dev, idx = device_opt("full", opts)
-  local t = finish(create("full", C.td_full(#s, dims(s), value, default_dtype(opts, "full"))), opts, dev, idx)
+  local d, i = on_dev(dev, idx)
+  local t = finish(create("full", C.td_full_on(d, i, #s, dims(s), value, default_dtype(opts, "full"))), opts, dev, idx)
   return t
 end
 function tide.full_like(x, value, opts)
@@ -166,7 +179,8 @@ function tide.full_like(x, value, opts)
   local s = x:size()
   local dt = default_dtype(opts, "full_like", x.scalar_type)
   local dev, idx = device_opt("full_like", opts, x)
-  local t = finish(create("full_like", C.td_full(#s, dims(s), value, dt)), opts, dev, idx)
+  local d, i = on_dev(dev, idx)
+  local t = finish(create("full_like", C.td_full_on(d, i, #s, dims(s), value, dt)), opts, dev, idx)
   return t
 end
 
@@ -175,7 +189,8 @@ local function randint(fname, lo, hi, s, opts, dt, like)
   integer(lo, 1, fname); integer(hi, 2, fname)
   if hi <= lo then raise(("%s: empty range [%d, %d) (high must be > low)"):format(fname, lo, hi)) end
   local dev, idx = device_opt(fname, opts, like)
-  return finish(create(fname, C.td_randint(lo, hi, #s, dims(s), dt)), opts, dev, idx)
+  local d, i = on_dev(dev, idx)
+  return finish(create(fname, C.td_rand_on(d, i, 2, lo, hi, #s, dims(s), dt)), opts, dev, idx)
 end
 --- tide.randint([low = 0,] high, size[, opts]) -> Tensor
 --- Random integers in [low, high) (int64 by default).
@@ -438,6 +453,24 @@ function tide.opencl.current_device()
   if i < 0 then return nil end
   return i
 end
+-- the device allocator and queue (opencl/cl_mem.c)
+--- tide.opencl.memory_stats() -> table
+--- The device's caching allocator and queue: created, reused (buffers), oom_flushes (cache emptied on a full device), held and cached (bytes), syncs (host waits for the queue).
+--- tide.opencl.set_memory_limit(bytes) -> number
+--- Caps the device bytes tide holds (0: the device's memory); returns the previous cap.
+--- tide.opencl.synchronize()
+--- Waits until the device has run everything queued (timing; values read back wait by themselves).
+function tide.opencl.memory_stats()
+  local s = ffi.new("int64_t[6]")
+  C.td_opencl_memory_stats(s)
+  return { created = tonumber(s[0]), reused = tonumber(s[1]), oom_flushes = tonumber(s[2]), held = tonumber(s[3]),
+           cached = tonumber(s[4]), syncs = tonumber(s[5]) }
+end
+function tide.opencl.set_memory_limit(bytes)
+  if not args.is_int(bytes) or bytes < 0 then argerr(1, "set_memory_limit", "non-negative integer", bytes) end
+  return tonumber(C.td_opencl_memory_limit(bytes))
+end
+function tide.opencl.synchronize() C.td_opencl_finish() end
 
 tide.autograd = require "tide.autograd"
 tide.no_grad, tide.enable_grad, tide.set_grad_enabled, tide.is_grad_enabled =

@@ -10,7 +10,10 @@ steps by op), every compile and recompile (named with its reason), and the
 ranges of record_function. Self time is an event's time minus its children's
 (ops a backward node or a composite op runs). Bytes are storage bytes
 allocated inside an event. Times are wall clock on the host: an OpenCL op is
-timed as the host sees it.
+timed as the host sees it (its launches are queued, not waited for). Each
+launch on the OpenCL queue is also a "device" event (a child of its op or
+kernel step) whose device_us is the time the device ran it, read from the
+queue's profiling info when the profile ends.
 --]]
 local core = require "tide.core"
 local args = require "tide.args"
@@ -18,7 +21,7 @@ local ffi, C = core.ffi, core.C
 
 local P = {}
 
-local KIND = { [0] = "op", "backward", "kernel", "compile", "range", "trace" }
+local KIND = { [0] = "op", "backward", "kernel", "compile", "range", "trace", "device" }
 
 local Report = {}
 Report.__index = Report
@@ -36,7 +39,7 @@ local function collect()
     t00 = t00 and math.min(t00, t0) or t0
     list[#list + 1] = { name = ffi.string(e.name), kind = KIND[e.kind] or "?", depth = e.depth, tid = e.tid,
       device = e.device == 1 and "opencl" or "cpu", shapes = ffi.string(e.shapes), t0 = t0, t1 = t1,
-      bytes = tonumber(e.bytes), child_time = 0, child_bytes = 0 }
+      bytes = tonumber(e.bytes), device_us = tonumber(e.dev_ns) / 1e3, child_time = 0, child_bytes = 0 }
   end
   -- parents: per thread, the innermost open event one level up (events are in begin order)
   local stacks = {}
@@ -99,13 +102,14 @@ function Report:key_averages()
     local r = by[key]
     if not r then
       r = { name = e.name, kind = e.kind, shapes = self.record_shapes and e.shapes or nil, calls = 0,
-            total_us = 0, self_us = 0, bytes = 0 }
+            total_us = 0, self_us = 0, bytes = 0, device_us = 0 }
       by[key] = r; rows[#rows + 1] = r
     end
     r.calls = r.calls + 1
     r.total_us = r.total_us + e.time_us
     r.self_us = r.self_us + e.self_us
     r.bytes = r.bytes + e.self_bytes
+    r.device_us = r.device_us + e.device_us
   end
   return rows
 end
@@ -122,14 +126,17 @@ local function fmt_bytes(b)
   return ("%d B"):format(b)
 end
 
-local SORT = { self_time = "self_us", total_time = "total_us", calls = "calls", bytes = "bytes", name = "name" }
+local SORT = { self_time = "self_us", total_time = "total_us", calls = "calls", bytes = "bytes", name = "name",
+               device_time = "device_us" }
 
--- table{sort_by="self_time"|"total_time"|"calls"|"bytes"|"name", limit=, kind=} -> the text (also printed)
+-- table{sort_by="self_time"|"total_time"|"calls"|"bytes"|"name"|"device_time", limit=, kind=} -> the text
+-- (also printed); a Device column (the device's time of OpenCL launches) when there are any
 function Report:table(opts)
   opts = args.opts("table", opts, "sort_by limit kind print", 1)
   local field = SORT[opts.sort_by or "self_time"]
   if not field then
-    core.raise(("table: sort_by must be one of self_time, total_time, calls, bytes, name; got %s"):format(tostring(opts.sort_by)))
+    core.raise(("table: sort_by must be one of self_time, total_time, calls, bytes, name, device_time; got %s")
+      :format(tostring(opts.sort_by)))
   end
   local rows = self:key_averages()
   if opts.kind then
@@ -154,8 +161,10 @@ function Report:table(opts)
   local namew = 24
   for i = 1, limit do namew = math.max(namew, #rows[i].name + (rows[i].shapes and #rows[i].shapes + 1 or 0)) end
   namew = math.min(namew, 60)
+  local dev = false
+  for _, r in ipairs(rows) do dev = dev or r.device_us > 0 end
   local head = ("%-" .. namew .. "s  %-8s  %7s  %12s  %7s  %12s  %12s  %10s"):format("Name", "Kind", "Calls",
-    "Self", "Self %", "Total", "Avg", "Self bytes")
+    "Self", "Self %", "Total", "Avg", "Self bytes") .. (dev and ("  %12s"):format("Device") or "")
   local lines = { ("-"):rep(#head), head, ("-"):rep(#head) }
   for i = 1, limit do
     local r = rows[i]
@@ -163,7 +172,7 @@ function Report:table(opts)
     if #name > namew then name = name:sub(1, namew - 3) .. "..." end
     lines[#lines + 1] = ("%-" .. namew .. "s  %-8s  %7d  %12s  %6.2f%%  %12s  %12s  %10s"):format(name, r.kind,
       r.calls, fmt_time(r.self_us), self_total > 0 and 100 * r.self_us / self_total or 0, fmt_time(r.total_us),
-      fmt_time(r.total_us / r.calls), fmt_bytes(r.bytes))
+      fmt_time(r.total_us / r.calls), fmt_bytes(r.bytes)) .. (dev and ("  %12s"):format(fmt_time(r.device_us)) or "")
   end
   lines[#lines + 1] = ("-"):rep(#head)
   lines[#lines + 1] = ("Self time total: %s over %d events"):format(fmt_time(self_total), #self.events)
@@ -181,8 +190,8 @@ function Report:export_chrome_trace(path)
   local parts = { '{"displayTimeUnit":"ms","traceEvents":[' }
   for i, e in ipairs(self.events) do
     parts[#parts + 1] = ('%s{"name":%s,"cat":%s,"ph":"X","ts":%.3f,"dur":%.3f,"pid":1,"tid":%d,'
-      .. '"args":{"shapes":%s,"bytes":%d,"device":%s}}'):format(i > 1 and "," or "", q(e.name), q(e.kind),
-      e.start_us, e.time_us, e.tid, q(e.shapes), e.bytes, q(e.device))
+      .. '"args":{"shapes":%s,"bytes":%d,"device":%s,"device_us":%.3f}}'):format(i > 1 and "," or "", q(e.name),
+      q(e.kind), e.start_us, e.time_us, e.tid, q(e.shapes), e.bytes, q(e.device), e.device_us)
   end
   parts[#parts + 1] = "]}\n"
   ser.write_atomic("export_chrome_trace", path, { table.concat(parts) })
