@@ -131,6 +131,7 @@ int cl_kern_ir(RtCall *c, td_tensor *out);     /* cl_eager.c: elementwise, copy,
 int cl_kern_argred(RtCall *c, td_tensor *out); /* cl_index.c: argmax, argmin, max/min with indices */
 int cl_kern_matmul(RtCall *c, td_tensor *out); /* cl_blas.c */
 int cl_kern_index(RtCall *c, td_tensor *out);  /* cl_index.c: index ops, cat, unfold/fold */
+int cl_kern_attn(RtCall *c, td_tensor *out);   /* cl_attn.c: fused attention, forward and backward */
 /* Fill a contiguous device tensor with v. */
 int cl_fill(td_tensor *t, double v);          /* cl_eager.c: a copy of a number */
 

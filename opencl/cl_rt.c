@@ -287,6 +287,7 @@ int cl_kern(RtCall *c, td_tensor *out)
     switch (rt_ops[c->op].kind) {
     case RT_K_CONTR: rc = cl_kern_matmul(c, out); break;
     case RT_K_INDEX: rc = cl_kern_index(c, out); break;
+    case RT_K_ATTN: rc = cl_kern_attn(c, out); break;
     case RT_K_RED: rc = cl_kern_argred(c, out); break;     /* only those that give indices come here */
     case RT_K_MOVE: rc = rt_ops[c->op].kern(c, out); break;
     default: rc = rt_err(TD_ERR_DEVICE, "%s: not available on opencl", rt_op_lname(c->op));

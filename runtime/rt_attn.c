@@ -12,9 +12,9 @@
 ** recomputes the probabilities from q and k (FlashAttention's trade: one more
 ** q k^T instead of a saved (Tq, Tk) tensor per batch entry) and returns dq, dk
 ** and dv packed into one flat tensor. Each batch entry is computed by one
-** thread in a fixed order, so results do not depend on the thread count. Other
-** devices, masks and dropout: nn/functional.lua composes the same formula from
-** matmul and softmax.
+** thread in a fixed order, so results do not depend on the thread count. On
+** OpenCL the op runs opencl/cl_attn.c's flash-attention kernels. Masks and
+** dropout: nn/functional.lua composes the same formula from matmul and softmax.
 */
 #include "rt.h"
 #include "rt_isa.h"

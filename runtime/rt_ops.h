@@ -13,7 +13,7 @@
 #define RT_K_CONTR  3   /* contraction (BLAS) */
 #define RT_K_MOVE   4   /* movement: views and copies */
 #define RT_K_INDEX  5   /* gather/scatter/concat */
-#define RT_K_ATTN   6   /* fused attention (CPU kernels; other devices compose it in Lua) */
+#define RT_K_ATTN   6   /* fused attention (rt_attn.c; opencl/cl_attn.c) */
 
 /* Flags: algebraic properties and dtype rules. */
 #define RT_F_COMM     0x001  /* commutative */

@@ -224,11 +224,13 @@ function F.log_softmax(x, dim) return targ(x, 1, "log_softmax"):log_softmax(dim)
 -- keys after each query (query i sees keys 1..i), opts.attn_mask is a bool mask
 -- (true = takes part) or a float mask added to the scores, opts.scale defaults to
 -- 1/sqrt(E), opts.dropout_p drops probabilities (training only: pass 0 in eval).
--- On the CPU, without attn_mask or dropout and with equal batch dims, it is one
--- fused op (rt_attn.c: no (L, S) scores are stored, the causal half is skipped,
--- one kernel for the backward); otherwise the same formula from matmul and softmax.
+-- Without attn_mask or dropout and with equal batch dims, it is one fused op: on
+-- the CPU rt_attn.c (no (L, S) scores are stored, the causal half is skipped, one
+-- kernel for the backward), on OpenCL opencl/cl_attn.c (flash attention: key
+-- tiles in local memory, online softmax; backward in two kernels); otherwise the
+-- same formula from matmul and softmax.
 --- F.scaled_dot_product_attention(q, k, v[, {attn_mask, is_causal, scale, dropout_p}]) -> Tensor
---- softmax(q k^T * scale + mask) v for q (..., L, E), k (..., S, E), v (..., S, Ev); fused on the CPU.
+--- softmax(q k^T * scale + mask) v for q (..., L, E), k (..., S, E), v (..., S, Ev); fused on the CPU and OpenCL.
 function F.scaled_dot_product_attention(q, k, v, opts)
   local fname = "scaled_dot_product_attention"
   targ(q, 1, fname); targ(k, 2, fname); targ(v, 3, fname)
@@ -247,7 +249,11 @@ function F.scaled_dot_product_attention(q, k, v, opts)
   for d = 1, q.ndim - 2 do
     same_batch = same_batch and k:size(d) == q:size(d) and v:size(d) == q:size(d)
   end
-  if same_batch and mask == nil and p == 0 and q.device_type == 0 and k.device_type == 0 and v.device_type == 0 then
+  -- fused: on the CPU (rt_attn.c), and on OpenCL (opencl/cl_attn.c: flash attention, heads up to 256)
+  local dev = q.device_type
+  local fused = k.device_type == dev and v.device_type == dev
+    and (dev == 0 or (q:size(-1) <= 256 and v:size(-1) <= 256))
+  if same_batch and mask == nil and p == 0 and fused then
     local at = tensor.attrs()
     at.i[0] = causal and 1 or 0
     at.s[0] = scale
