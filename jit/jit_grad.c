@@ -373,6 +373,10 @@ static td_tensor *attn_probs(JitCtx *k, td_tensor *q, td_tensor *kk)
     int64_t Tq = s->sizes[n - 2], Tk = s->sizes[n - 1];
     td_tensor *iq = jit_tmp(k, td_arange(0, (double)Tq, 1, TD_INT64)), *jk = jit_tmp(k, td_arange(0, (double)Tk, 1, TD_INT64));
     iq = iq ? jit_tmp(k, td_reshape(iq, 2, (int64_t[]){ Tq, 1 })) : NULL;
+    if (s->device_type != TD_CPU) {      /* the mask where the scores are (OpenCL) */
+      iq = iq ? jit_tmp(k, td_to_device(iq, s->device_type, -1)) : NULL;
+      jk = jk ? jit_tmp(k, td_to_device(jk, s->device_type, -1)) : NULL;
+    }
     s = op3a(k, RT_OP_WHERE, op2(k, RT_OP_LT, iq, jk), num(k, -INFINITY), s, NULL);
   }
   td_attrs sm = { .ndims = -1, .dtype = -1, .i = { n - 1 } };

@@ -102,6 +102,64 @@ static int mm_check(CLBlastStatusCode st, int dt, const char *routine)
                 routine, (int)st, mm_status_name(st));
 }
 
+/* -- Tuned SGEMM parameters -------------------------------------------------------------------
+** Debian's CLBlast ships no tuners and knows few devices (untuned on an H200:
+** 28.8 TFLOP/s against cuBLAS's 50.9). bench/clblast_tune.lua sweeps Xgemm
+** parameter sets through td_opencl_gemm_params and keeps the best per device
+** name in a TSV file (device name, TAB, "KWG=32 KWI=2 ..."); the file named by
+** TIDE_CLBLAST_TUNING is read before the first float32 product and its line
+** for this device, if any, applied. */
+
+#define GP_MAX 32
+TD_API int td_opencl_gemm_params(const char *params)
+{
+  if (!params) return rt_err(TD_ERR_ARG, "opencl_gemm_params: a string \"NAME=value ...\" expected");
+  if (cl_init(-1)) return TD_ERR_DEVICE;
+  char buf[1024], *names[GP_MAX];
+  size_t vals[GP_MAX], n = 0;
+  snprintf(buf, sizeof buf, "%s", params);
+  for (char *save = NULL, *tok = strtok_r(buf, " \t\r\n", &save); tok; tok = strtok_r(NULL, " \t\r\n", &save)) {
+    char *eq = strchr(tok, '='), *end = NULL;
+    if (!eq || eq == tok || n == GP_MAX || (*eq = 0, strtoull(eq + 1, &end, 10), !end || *end || end == eq + 1))
+      return rt_err(TD_ERR_ARG, "opencl_gemm_params: '%s' is not NAME=number (in \"%s\")", tok, params);
+    names[n] = tok; vals[n++] = (size_t)strtoull(eq + 1, NULL, 10);
+  }
+  CLBlastStatusCode st = CLBlastOverrideParameters(cl_dev(), "Xgemm", CLBlastPrecisionSingle, n,
+                                                   (const char **)names, vals);
+  if (st != CLBlastSuccess)
+    return rt_err(TD_ERR_ARG, "opencl_gemm_params: CLBlast refused Xgemm parameters \"%s\": status %d (it wants "
+                  "every Xgemm parameter: GEMMK KREG KWG KWI MDIMA MDIMC MWG NDIMB NDIMC NWG SA SB STRM STRN VWM VWN)",
+                  params, (int)st);
+  return 0;
+}
+
+static int tuned;                 /* 1: the tuning file's line for this device was applied */
+static pthread_once_t tune_once = PTHREAD_ONCE_INIT;
+
+static void tuning_load(void)
+{
+  const char *path = getenv("TIDE_CLBLAST_TUNING");
+  FILE *f = path && *path ? fopen(path, "r") : NULL;
+  if (!f) return;
+  char line[1536];
+  const char *name = cl_device_name();
+  size_t nl = strlen(name);
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, name, nl) || line[nl] != '\t') continue;
+    char *params = line + nl + 1, *tab = strchr(params, '\t');
+    if (tab) *tab = 0;
+    char err[512];
+    snprintf(err, sizeof err, "%s", td_last_error());     /* a bad line warns, and leaves the error as it was */
+    if (td_opencl_gemm_params(params)) fprintf(stderr, "tide: %s: %s (ignored)\n", path, td_last_error());
+    else tuned = 1;
+    rt_err(0, "%s", err);
+    break;
+  }
+  fclose(f);
+}
+
+TD_API int td_opencl_gemm_tuned(void) { return tuned; }
+
 /* C (the contiguous result at element offset coff) = the nbatch products. */
 static int mm_clblast(const RtMmGeom *g, int dt, cl_mem A, int ta, int64_t lda, cl_mem B, int tb, int64_t ldb,
                       cl_mem C, int64_t coff)
@@ -111,6 +169,7 @@ static int mm_clblast(const RtMmGeom *g, int dt, cl_mem A, int ta, int64_t lda, 
   const CLBlastLayout L = CLBlastLayoutRowMajor;
   const CLBlastTranspose TA = (CLBlastTranspose)ta, TB = (CLBlastTranspose)tb;
   int64_t fld = rt_mm_fold_ld(g, ta, lda, INT64_MAX);
+  if (dt == TD_FLOAT32) pthread_once(&tune_once, tuning_load);
   size_t M = (size_t)g->M, N = (size_t)g->N, K = (size_t)g->K;
   if (g->nbatch == 1 || fld > 0) {
     if (fld > 0) { M *= (size_t)g->nbatch; lda = fld; }

@@ -224,6 +224,13 @@ TD_API void td_opencl_memory_stats(int64_t *out);
 ** the previous cap; bytes < 0 only reads it. Past the cap the cache is
 ** emptied, then an allocation fails with "out of device memory". */
 TD_API int64_t td_opencl_memory_limit(int64_t bytes);
+/* CLBlast's SGEMM (Xgemm) parameters for the open device, "KWG=32 KWI=2 ..."
+** (every Xgemm parameter): 0, or an error naming what CLBlast refused. The
+** file named by TIDE_CLBLAST_TUNING (lines "device name<TAB>params") is
+** applied before the first float32 product; td_opencl_gemm_tuned() says
+** whether a line for this device was (bench/clblast_tune.lua writes it). */
+TD_API int td_opencl_gemm_params(const char *params);
+TD_API int td_opencl_gemm_tuned(void);
 /* Build a program from OpenCL C text: 0, or the build's error with its log and
 ** the text (a diagnostic: which OpenCL C the device takes). */
 TD_API int td_opencl_build(const char *src);

@@ -81,6 +81,20 @@ H.describe_cl("fused attention on OpenCL", function()
     assert.is_nil(names.softmax)
   end)
 
+  it("a gradient of the gradient (create_graph) recomposes p on the device, causal included", function()
+    tide.manual_seed(4)
+    local function gg(q, k, v)
+      local o = F.scaled_dot_product_attention(q, k, v, { is_causal = true })
+      local dq = tide.autograd.grad({ (o * o):sum() }, { q }, { create_graph = true })[1]
+      return tide.autograd.grad({ (dq * dq):sum() }, { k })[1]
+    end
+    local q, k, v = tide.randn(2, 7, 8, { dtype = tide.float64 }), tide.randn(2, 9, 8, { dtype = tide.float64 }),
+      tide.randn(2, 9, 4, { dtype = tide.float64 })
+    local want = gg(q:requires_grad_(), k:requires_grad_(), v:requires_grad_())
+    local d = H.to_opencl({ q, k, v })
+    H.agree(gg(d[1], d[2], d[3]), want, 1e-10, "d/dk of |dq|^2", 1e-10)
+  end)
+
   it("masks and dropout compose from matmul and softmax on the device, as on the CPU", function()
     tide.manual_seed(8)
     local q, k, v = tide.randn(2, 6, 8), tide.randn(2, 9, 8), tide.randn(2, 9, 4)

@@ -203,3 +203,45 @@ H.describe_cl("random numbers on the device", function()
     assert.truthy(out:find("rand: the OpenCL device has no float64", 1, true), out)
   end)
 end)
+
+H.describe_cl("CLBlast SGEMM parameters (bench/clblast_tune.lua's sweep)", function()
+  local ffi = require "ffi"
+  local C = tide.C
+  it("td_opencl_gemm_params takes a full Xgemm set and names what CLBlast refuses", function()
+    assert.is_true(C.td_opencl_gemm_params("KWG=32 BOGUS") < 0)
+    assert.truthy(ffi.string(C.td_last_error()):find("'BOGUS' is not NAME=number", 1, true))
+    assert.is_true(C.td_opencl_gemm_params("KWG=32") < 0)
+    assert.truthy(ffi.string(C.td_last_error()):find("CLBlast refused Xgemm parameters \"KWG=32\"", 1, true))
+  end)
+
+  it("the tuning file's line for this device is applied before the first product, and products stay right", function()
+    local name = tide.opencl.device_name()
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    -- CLBlast's own defaults for a device it does not know (TOOLCHAIN.md section 4): the same program
+    f:write("Some Other Device\tKWG=1\t1.0\n", name, "\tGEMMK=0 KREG=1 KWG=32 KWI=2 MDIMA=16 MDIMC=16 MWG=64 ",
+            "NDIMB=8 NDIMC=8 NWG=64 SA=0 SB=0 STRM=0 STRN=0 VWM=4 VWN=4\t0.1\n")
+    f:close()
+    local code = [[
+      local tide = require "tide"
+      tide.manual_seed(1)
+      local a, b = tide.randn(640, 600), tide.randn(600, 700)
+      local before = tide.C.td_opencl_gemm_tuned()
+      local d = a:to("opencl"):matmul(b:to("opencl"))
+      local rel = (d:cpu() - a:matmul(b)):abs():max():item() / a:matmul(b):abs():max():item()
+      print(("tuned %d -> %d rel %.3g"):format(before, tide.C.td_opencl_gemm_tuned(), rel))
+    ]]
+    local env = { TIDE_BUILD = os.getenv("TIDE_BUILD") or "build" }
+    env.TIDE_CLBLAST_TUNING = path
+    local out, rc = H.child(code, env)
+    f = assert(io.open(path, "w")); f:write(name, "\tKWG=32\t1.0\n"); f:close()
+    local out2, rc2 = H.child(code, env)
+    os.remove(path)
+    assert.equal(0, rc, out)
+    assert.truthy(out:find("tuned 0 -> 1 rel", 1, true), out)
+    assert.is_true(tonumber(out:match("rel (%S+)")) < 1e-5, out)
+    assert.equal(0, rc2, out2)                    -- a refused line warns and is ignored
+    assert.truthy(out2:find("tuned 0 -> 0 rel", 1, true), out2)
+    assert.truthy(out2:find("CLBlast refused Xgemm parameters", 1, true), out2)
+  end)
+end)
