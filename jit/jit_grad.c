@@ -379,6 +379,10 @@ static td_tensor *attn_probs(JitCtx *k, td_tensor *q, td_tensor *kk)
     }
     s = op3a(k, RT_OP_WHERE, op2(k, RT_OP_LT, iq, jk), num(k, -INFINITY), s, NULL);
   }
+  if (k->n->nin > 3 && s) {            /* a mask input: bool keeps where true, float is added */
+    td_tensor *m = IN(3);
+    s = m && m->scalar_type == TD_BOOL ? op3a(k, RT_OP_WHERE, m, s, num(k, -INFINITY), NULL) : ADD(s, m);
+  }
   td_attrs sm = { .ndims = -1, .dtype = -1, .i = { n - 1 } };
   return op1a(k, RT_OP_SOFTMAX, s, &sm);
 }
@@ -393,12 +397,15 @@ static td_tensor *attn_part(JitCtx *k, td_tensor *all, int64_t off, const td_ten
   td_tensor *x = op1a(k, RT_OP_SLICE, all, &sl);
   return x ? jit_tmp(k, td_reshape(x, like->ndim, like->sizes)) : NULL;
 }
-RULE(sdpa, S0 | S1 | S2, {
-  td_tensor *q = IN(0), *kk = IN(1), *v = IN(2), *g = G;
-  if (!q || !kk || !v || !g) return TD_ERR_GRAD;
+RULE(sdpa, S0 | S1 | S2 | 8u, {
+  td_tensor *q = IN(0), *kk = IN(1), *v = IN(2), *g = G, *m = k->n->nin > 3 ? IN(3) : NULL;
+  if (!q || !kk || !v || !g || (k->n->nin > 3 && !m)) return TD_ERR_GRAD;
+  if (k->n->nin > 3 && needs(k, 3))
+    return rt_err(TD_ERR_GRAD, "scaled_dot_product_attention: the fused op gives no gradient for its mask "
+                  "(nn.functional composes a mask that requires grad)");
   if (!td_grad_enabled()) {
-    td_tensor *in[4] = { q, kk, v, g };
-    td_tensor *all = jit_tmp(k, td_op(RT_OP_SDPA_BACKWARD, 4, in, &k->n->attrs));
+    td_tensor *in[5] = { q, kk, v, g, m };
+    td_tensor *all = jit_tmp(k, td_op(RT_OP_SDPA_BACKWARD, m ? 5 : 4, in, &k->n->attrs));
     if (!all) return TD_ERR_GRAD;
     int rc = needs(k, 0) ? set(k, 0, attn_part(k, all, 0, q)) : 0;
     rc |= needs(k, 1) ? set(k, 1, attn_part(k, all, q->nelem, kk)) : 0;

@@ -52,21 +52,48 @@ static int attn_check(const td_tensor *q, const td_tensor *k, const td_tensor *v
   return 0;
 }
 
+/* the optional mask (input 3 of sdpa, 4 of its backward): bool (true = takes
+** part) or float (added to the scores), broadcastable to (..., Tq, Tk) */
+static int mask_check(const RtCall *c, int at)
+{
+  const char *op = "scaled_dot_product_attention";
+  if (c->nin <= at) return 0;
+  if (c->nin > at + 1) return rt_err(TD_ERR_ARG, "%s: expected %d or %d tensor arguments, got %d", op, at, at + 1, c->nin);
+  const td_tensor *q = c->in[0], *k = c->in[1], *m = c->in[at];
+  if (c->attrs.i[0]) return rt_err(TD_ERR_ARG, "%s: is_causal and a mask cannot both be given", op);
+  if (m->scalar_type != TD_BOOL && !rt_is_float(m->scalar_type))
+    return rt_err(TD_ERR_DTYPE, "%s: the mask must be bool or floating point, got %s", op, td_dtype_name(m->scalar_type));
+  int n = q->ndim;
+  bool ok = m->ndim <= n;
+  for (int d = 0; ok && d < m->ndim; d++) {
+    int qd = n - m->ndim + d;
+    int64_t want = qd == n - 1 ? k->sizes[n - 2] : q->sizes[qd];
+    ok = m->sizes[d] == want || m->sizes[d] == 1;
+  }
+  if (!ok)
+    return rt_err(TD_ERR_SHAPE, "%s: mask %s cannot be broadcast to the scores of query %s and key %s", op,
+                  RT_SHAPE(m), RT_SHAPE(q), RT_SHAPE(k));
+  return 0;
+}
+
 int rt_meta_sdpa(RtCall *c)
 {
   const td_tensor *q = c->in[0], *v = c->in[2];
-  if (attn_check(q, c->in[1], v)) return TD_ERR_SHAPE;
+  if (c->nin < 3) return rt_err(TD_ERR_ARG, "scaled_dot_product_attention: expected 3 or 4 tensor arguments, got %d", c->nin);
+  if (attn_check(q, c->in[1], v) || mask_check(c, 3)) return TD_ERR_SHAPE;
   c->ndim = q->ndim;
   memcpy(c->sizes, q->sizes, sizeof c->sizes);
   c->sizes[q->ndim - 1] = v->sizes[v->ndim - 1];
   return 0;
 }
 
-/* (q, k, v, g) -> flat [dq, dk, dv]; g has the forward result's shape */
+/* (q, k, v, g[, mask]) -> flat [dq, dk, dv]; g has the forward result's shape */
 int rt_meta_sdpa_backward(RtCall *c)
 {
+  if (c->nin < 4)
+    return rt_err(TD_ERR_ARG, "scaled_dot_product_attention backward: expected 4 or 5 tensor arguments, got %d", c->nin);
   const td_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2], *g = c->in[3];
-  if (attn_check(q, k, v)) return TD_ERR_SHAPE;
+  if (attn_check(q, k, v) || mask_check(c, 4)) return TD_ERR_SHAPE;
   int n = q->ndim;
   bool ok = g->ndim == n && g->sizes[n - 1] == v->sizes[n - 1];
   for (int d = 0; ok && d < n - 1; d++) ok = g->sizes[d] == q->sizes[d];
@@ -76,6 +103,87 @@ int rt_meta_sdpa_backward(RtCall *c)
   c->ndim = 1;
   c->sizes[0] = q->nelem + k->nelem + v->nelem;
   return 0;
+}
+
+/* -- With a mask, on the CPU: the formula from ops -------------------------------------------
+** The fused CPU kernels below have no mask; a masked call (nn.functional
+** composes masks itself on the CPU, so only a direct op call comes here)
+** runs the same formula from matmul and softmax, without grad:
+**   p = softmax(scale q k^T masked);  o = p v
+**   dv = p^T g;  dp = g v^T;  ds = scale p (dp - rowsum(p dp));  dq = ds k;  dk = ds^T q */
+static td_tensor *mT(td_tensor *x)
+{
+  int n = x->ndim;
+  int64_t sz[TD_MAX_DIMS], st[TD_MAX_DIMS];
+  memcpy(sz, x->sizes, sizeof sz); memcpy(st, x->strides, sizeof st);
+  int64_t t = sz[n - 1]; sz[n - 1] = sz[n - 2]; sz[n - 2] = t;
+  t = st[n - 1]; st[n - 1] = st[n - 2]; st[n - 2] = t;
+  return rt_tensor_alias(x, n, sz, st, x->offset);
+}
+
+static td_tensor *op2r(int op, td_tensor *a, td_tensor *b)   /* releases a and b */
+{
+  td_tensor *in[2] = { a, b }, *r = a && b ? td_op(op, 2, in, NULL) : NULL;
+  td_release(a); td_release(b);
+  return r;
+}
+
+static td_tensor *masked_probs(RtCall *c, td_tensor *q, td_tensor *k, td_tensor *m)
+{
+  td_tensor *s = op2r(RT_OP_MATMUL, (td_retain(q), q), mT(k));
+  td_tensor *ss = s ? td_op_number(RT_OP_MUL, s, c->attrs.s[0], 0) : NULL;
+  td_release(s);
+  if (!ss) return NULL;
+  if (m->scalar_type == TD_BOOL) {
+    td_tensor *ninf = td_wrap_number(-INFINITY);
+    td_tensor *in[3] = { m, ss, ninf }, *w = ninf ? td_op(RT_OP_WHERE, 3, in, NULL) : NULL;
+    td_release(ninf); td_release(ss); ss = w;
+  } else ss = op2r(RT_OP_ADD, ss, (td_retain(m), m));
+  if (!ss) return NULL;
+  td_attrs sm = { .ndims = -1, .dtype = -1, .i = { ss->ndim - 1 } };
+  td_tensor *p = td_op(RT_OP_SOFTMAX, 1, &ss, &sm);
+  td_release(ss);
+  return p;
+}
+
+/* copy x into out's elements [off, off + x->nelem) */
+static int put(td_tensor *out, int64_t off, td_tensor *x)
+{
+  if (!x) return TD_ERR_NOMEM;
+  int64_t st[TD_MAX_DIMS];
+  rt_tensor_contig_strides(x->ndim, x->sizes, st);
+  td_tensor *v = rt_tensor_alias(out, x->ndim, x->sizes, st, out->offset + off);
+  int rc = v ? td_op_out(RT_OP_COPY, 1, &x, NULL, v) : TD_ERR_NOMEM;
+  td_release(v); td_release(x);
+  return rc;
+}
+
+int rt_sdpa_masked(RtCall *c, td_tensor *out)
+{
+  int g0 = td_set_grad_enabled(0), rc;
+  bool fwd = c->op == RT_OP_SDPA;
+  td_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2], *m = c->in[fwd ? 3 : 4];
+  td_tensor *p = masked_probs(c, q, k, m);
+  if (fwd) rc = put(out, 0, p ? op2r(RT_OP_MATMUL, p, (td_retain(v), v)) : NULL);
+  else {
+    td_tensor *g = c->in[3];
+    td_tensor *dp = p ? op2r(RT_OP_MATMUL, (td_retain(g), g), mT(v)) : NULL;
+    td_tensor *pdp = dp ? op2r(RT_OP_MUL, (td_retain(p), p), (td_retain(dp), dp)) : NULL;
+    td_attrs rs = { .ndims = 1, .keepdim = 1, .dtype = -1, .dims = { q->ndim - 1 } };
+    td_tensor *row = pdp ? td_op(RT_OP_SUM, 1, &pdp, &rs) : NULL;
+    td_release(pdp);
+    td_tensor *d = row ? op2r(RT_OP_SUB, dp, row) : (td_release(dp), NULL);
+    td_tensor *ds0 = d ? op2r(RT_OP_MUL, (td_retain(p), p), d) : NULL;
+    td_tensor *ds = ds0 ? td_op_number(RT_OP_MUL, ds0, c->attrs.s[0], 0) : NULL;
+    td_release(ds0);
+    rc = ds ? put(out, 0, op2r(RT_OP_MATMUL, (td_retain(ds), ds), (td_retain(k), k))) : TD_ERR_NOMEM;
+    if (!rc) rc = put(out, q->nelem, op2r(RT_OP_MATMUL, mT(ds), (td_retain(q), q)));
+    if (!rc) rc = put(out, q->nelem + k->nelem, op2r(RT_OP_MATMUL, mT(p), (td_retain(g), g)));
+    td_release(ds);
+    td_release(p);
+  }
+  td_set_grad_enabled(g0);
+  return rc ? rc : 0;
 }
 #endif
 
@@ -437,5 +545,8 @@ static int attn_run(RtCall *c, td_tensor *out, int nin, RtRangeFn f32, RtRangeFn
   return rc;
 }
 
-int RT_ISA_FN(rt_kern_sdpa)(RtCall *c, td_tensor *out) { return attn_run(c, out, 3, fwd_f32, fwd_f64); }
-int RT_ISA_FN(rt_kern_sdpa_backward)(RtCall *c, td_tensor *out) { return attn_run(c, out, 4, bwd_f32, bwd_f64); }
+int rt_sdpa_masked(RtCall *c, td_tensor *out);
+int RT_ISA_FN(rt_kern_sdpa)(RtCall *c, td_tensor *out)
+{ return c->nin > 3 ? rt_sdpa_masked(c, out) : attn_run(c, out, 3, fwd_f32, fwd_f64); }
+int RT_ISA_FN(rt_kern_sdpa_backward)(RtCall *c, td_tensor *out)
+{ return c->nin > 4 ? rt_sdpa_masked(c, out) : attn_run(c, out, 4, bwd_f32, bwd_f64); }

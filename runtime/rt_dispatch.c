@@ -115,8 +115,9 @@ int rt_call_prepare(RtCall *c, int op, int nin, td_tensor *const *in, const td_a
   memset(c, 0, sizeof *c);
   c->op = op; c->nin = nin; c->in = in;
   if (attrs) c->attrs = *attrs; else { c->attrs.ndims = -1; c->attrs.dtype = -1; }
-  c->cdtype = (oi->flags & RT_F_NOPROMO) ? in[0]->scalar_type : rt_result_type_n(op == RT_OP_WHERE ? 2 : nin,
-                                                                         op == RT_OP_WHERE ? in + 1 : in);
+  /* where promotes its values, not its condition; attention its q, k, v (and g), not the mask */
+  int np = op == RT_OP_WHERE ? 2 : op == RT_OP_SDPA ? (nin < 3 ? nin : 3) : op == RT_OP_SDPA_BACKWARD ? (nin < 4 ? nin : 4) : nin;
+  c->cdtype = (oi->flags & RT_F_NOPROMO) ? in[0]->scalar_type : rt_result_type_n(np, op == RT_OP_WHERE ? in + 1 : in);
   if ((oi->flags & RT_F_FLOAT) && !rt_is_float(c->cdtype)) c->cdtype = rt_default_float;
   if ((oi->flags & RT_F_NOBOOL) && c->cdtype == TD_BOOL)
     return rt_err(TD_ERR_DTYPE, "%s: bool tensors are not supported", name);

@@ -91,9 +91,9 @@
   _(LOG_SOFTMAX,ROW, 1, RT_F_FLOAT,              row, row, log_softmax) \
   /* -- contraction */ \
   _(MATMUL,     CONTR, 2, RT_F_NOBOOL,           matmul, matmul, matmul) \
-  /* -- attention (rt_attn.c): q, k, v; attrs.i[0] causal, attrs.s[0] scale */ \
-  _(SDPA,       ATTN, 3, RT_F_FLOATIN,           sdpa, sdpa, sdpa) \
-  _(SDPA_BACKWARD, ATTN, 4, RT_F_FLOATIN|RT_F_NODIFF, sdpa_backward, sdpa_backward, 0) \
+  /* -- attention (rt_attn.c): q, k, v[, mask]; attrs.i[0] causal, attrs.s[0] scale */ \
+  _(SDPA,       ATTN, -1, RT_F_FLOATIN,          sdpa, sdpa, sdpa) \
+  _(SDPA_BACKWARD, ATTN, -1, RT_F_FLOATIN|RT_F_NODIFF, sdpa_backward, sdpa_backward, 0) \
   /* -- movement: views (no copy) and the one copy */ \
   _(VIEW,       MOVE, 1, RT_F_VIEW|RT_F_NOPROMO, view, view, view) \
   _(PERMUTE,    MOVE, 1, RT_F_VIEW|RT_F_NOPROMO, permute, view, permute) \

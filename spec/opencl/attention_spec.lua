@@ -1,7 +1,8 @@
 -- Fused scaled_dot_product_attention on the OpenCL device (opencl/cl_attn.c):
 -- flash attention forward (key tiles in local memory, online softmax) and its
 -- backward (rows kernel: lse, D and dq; keys kernel: dk and dv) equal the
--- CPU's fused op, causal or not, in the layouts a GPT uses, with O(T) memory.
+-- CPU's fused op, causal or not, bool and float masks (read in place, broadcast),
+-- in the layouts a GPT uses, with O(T) memory.
 -- Skipped without an OpenCL device.
 local tide = require "tide"
 local H = require "helper"
@@ -21,7 +22,9 @@ local function check(q, k, v, opts, tol, what)
   g = tide.randn(gs, { dtype = q.dtype })
   local want = { grads(q, k, v, opts, g) }
   local d = H.to_opencl({ q, k, v, g })
-  local got = { grads(d[1], d[2], d[3], opts, d[4]) }
+  local dopts = {}
+  for key, x in pairs(opts) do dopts[key] = tide.is_tensor(x) and x:to("opencl") or x end
+  local got = { grads(d[1], d[2], d[3], dopts, d[4]) }
   for i, name in ipairs({ "out", "dq", "dk", "dv" }) do H.agree(got[i], want[i], tol, what .. ": " .. name, tol) end
 end
 
@@ -95,16 +98,68 @@ H.describe_cl("fused attention on OpenCL", function()
     H.agree(gg(d[1], d[2], d[3]), want, 1e-10, "d/dk of |dq|^2", 1e-10)
   end)
 
-  it("masks and dropout compose from matmul and softmax on the device, as on the CPU", function()
+  it("bool and float masks are fused on the device (read in place, broadcast) and equal the CPU's composition", function()
+    tide.manual_seed(8)
+    local q, k, v = tide.randn(2, 3, 6, 8), tide.randn(2, 3, 9, 8), tide.randn(2, 3, 9, 4)
+    -- (a key mask per batch entry broadcast over heads and queries: padding)
+    local masks = { tide.rand(6, 9):gt(0.3), tide.randn(3, 6, 9), tide.rand(2, 1, 1, 9):gt(0.5),
+                    tide.randn(2, 3, 6, 9) }
+    masks[1]:select(2, 1):fill_(true)                  -- no row wholly masked (NaN gradients on the CPU)
+    masks[3]:select(4, 1):fill_(true)
+    for i, m in ipairs(masks) do
+      check(q, k, v, { attn_mask = m }, 2e-5, "mask " .. i)
+    end
+    -- one fused kernel, no matmul or softmax
+    local d = H.to_opencl({ q, k, v, masks[1] })
+    local report = tide.profiler.profile(function()
+      return F.scaled_dot_product_attention(d[1], d[2], d[3], { attn_mask = d[4] }):sum():item()
+    end)
+    local names = {}
+    for _, e in ipairs(report.events) do names[e.name] = true end
+    assert.truthy(names.sdpa_fwd)
+    assert.is_nil(names.matmul)
+    -- a wholly masked row is NaN, as softmax over -inf
+    local m = tide.ones(6, 9, { dtype = tide.bool }); m:select(1, 2):fill_(false)
+    local want = F.scaled_dot_product_attention(q, k, v, { attn_mask = m })
+    H.agree(F.scaled_dot_product_attention(d[1], d[2], d[3], { attn_mask = m:to("opencl") }), want, 2e-5, "masked row", 2e-5)
+    assert.is_true(want[1][1][2][1]:item() ~= want[1][1][2][1]:item())
+  end)
+
+  it("the op with a mask on the CPU (a direct call) computes the same formula", function()
+    local core, tensor = require "tide.core", require "tide.tensor"
+    tide.manual_seed(6)
+    local q, k, v, g = tide.randn(2, 5, 4), tide.randn(2, 7, 4), tide.randn(2, 7, 3), tide.randn(2, 5, 3)
+    for _, m in ipairs({ tide.rand(5, 7):gt(0.2), tide.randn(2, 5, 7) }) do
+      local qq, kk, vv = q:clone():requires_grad_(), k:clone():requires_grad_(), v:clone():requires_grad_()
+      local want = F.scaled_dot_product_attention(qq, kk, vv, { attn_mask = m, scale = 0.4 })
+      want:backward(g)
+      local at = tensor.attrs(); at.s[0] = 0.4
+      local o = tensor.opn(core.OP.sdpa, { q, k, v, m }, at)
+      at = tensor.attrs(); at.s[0] = 0.4
+      local all = tensor.opn(core.OP.sdpa_backward, { q, k, v, g, m }, at)
+      local ref = tide.cat({ qq.grad:reshape(-1), kk.grad:reshape(-1), vv.grad:reshape(-1) })
+      assert.is_true((o - want:detach()):abs():max():item() < 1e-6)
+      assert.is_true((all - ref):abs():max():item() < 1e-5)
+    end
+    local at = tensor.attrs(); at.i[0] = 1
+    local ok, err = pcall(tensor.opn, core.OP.sdpa, { q, k, v, tide.ones(5, 7) }, at)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("is_causal and a mask cannot both be given", 1, true), err)
+    ok, err = pcall(tensor.opn, core.OP.sdpa, { q, k, v, tide.ones(4, 7) }, tensor.attrs())
+    assert.truthy(tostring(err):find("mask [4,7] cannot be broadcast to the scores", 1, true), err)
+  end)
+
+  it("dropout and a mask that requires grad compose from matmul and softmax on the device", function()
     tide.manual_seed(8)
     local q, k, v = tide.randn(2, 6, 8), tide.randn(2, 9, 8), tide.randn(2, 9, 4)
-    local bm = tide.rand(6, 9):gt(0.3)
     local fm = tide.randn(2, 6, 9)
-    for _, m in ipairs({ bm, fm }) do
-      local want = F.scaled_dot_product_attention(q, k, v, { attn_mask = m })
-      local d = H.to_opencl({ q, k, v, m })
-      H.agree(F.scaled_dot_product_attention(d[1], d[2], d[3], { attn_mask = d[4] }), want, 2e-5, "mask", 2e-5)
-    end
+    local d = H.to_opencl({ q, k, v, fm })
+    local dm = d[4]:requires_grad_()
+    local o = F.scaled_dot_product_attention(d[1], d[2], d[3], { attn_mask = dm })
+    o:sum():backward()
+    local cm = fm:clone():requires_grad_()
+    F.scaled_dot_product_attention(q, k, v, { attn_mask = cm }):sum():backward()
+    H.agree(dm.grad, cm.grad, 2e-5, "mask grad", 2e-5)
   end)
 
   it("a head size past what the kernel keeps in registers composes instead", function()

@@ -85,6 +85,13 @@ local function sweep_dtypes()
     try(function() return x:softmax(2) end); try(function() return x:log_softmax(1) end)
     try(function() return x:matmul(on(dt, { 5, 4 })) end)
     try(function() return tide.full({ 2, 3 }, 1, { dtype = dt, device = "opencl" }) end)
+    -- fused attention (opencl/cl_attn.c), with bool and float masks, forward and backward
+    try(function()
+      local q = on(dt, { 2, 5, 4 }):requires_grad_()
+      for _, m in ipairs { on("bool", { 5, 5 }), on(dt, { 2, 5, 5 }) } do
+        tide.nn.functional.scaled_dot_product_attention(q, q, q, { attn_mask = m }):sum():backward()
+      end
+    end)
     -- random tensors drawn on the device (opencl/cl_rng.c)
     try(function() return tide.rand(7, { dtype = dt, device = "opencl" }) end)
     try(function() return tide.randn(7, { dtype = dt, device = "opencl" }) end)

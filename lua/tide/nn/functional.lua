@@ -224,11 +224,11 @@ function F.log_softmax(x, dim) return targ(x, 1, "log_softmax"):log_softmax(dim)
 -- keys after each query (query i sees keys 1..i), opts.attn_mask is a bool mask
 -- (true = takes part) or a float mask added to the scores, opts.scale defaults to
 -- 1/sqrt(E), opts.dropout_p drops probabilities (training only: pass 0 in eval).
--- Without attn_mask or dropout and with equal batch dims, it is one fused op: on
--- the CPU rt_attn.c (no (L, S) scores are stored, the causal half is skipped, one
--- kernel for the backward), on OpenCL opencl/cl_attn.c (flash attention: key
--- tiles in local memory, online softmax; backward in two kernels); otherwise the
--- same formula from matmul and softmax.
+-- Without dropout and with equal batch dims, it is one fused op: on the CPU
+-- rt_attn.c (no (L, S) scores are stored, the causal half is skipped, one kernel
+-- for the backward; without attn_mask), on OpenCL opencl/cl_attn.c (flash
+-- attention: key tiles in local memory, online softmax, the mask read in place;
+-- backward in two kernels); otherwise the same formula from matmul and softmax.
 --- F.scaled_dot_product_attention(q, k, v[, {attn_mask, is_causal, scale, dropout_p}]) -> Tensor
 --- softmax(q k^T * scale + mask) v for q (..., L, E), k (..., S, E), v (..., S, Ev); fused on the CPU and OpenCL.
 function F.scaled_dot_product_attention(q, k, v, opts)
@@ -253,11 +253,15 @@ function F.scaled_dot_product_attention(q, k, v, opts)
   local dev = q.device_type
   local fused = k.device_type == dev and v.device_type == dev
     and (dev == 0 or (q:size(-1) <= 256 and v:size(-1) <= 256))
-  if same_batch and mask == nil and p == 0 and fused then
+  -- a mask joins the fused op on OpenCL (bool or float, not itself trained); the
+  -- CPU's fused kernels have none, so there it composes below
+  local fmask = mask ~= nil and dev ~= 0 and mask.device_type == dev and not mask.requires_grad
+    and mask.ndim <= q.ndim and (mask.dtype == tide.bool or mask.dtype == q.dtype)
+  if same_batch and (mask == nil or fmask) and p == 0 and fused then
     local at = tensor.attrs()
     at.i[0] = causal and 1 or 0
     at.s[0] = scale
-    return tensor.opn(core.OP.sdpa, { q, k, v }, at)
+    return tensor.opn(core.OP.sdpa, mask ~= nil and { q, k, v, mask } or { q, k, v }, at)
   end
   local s = q:matmul(k:transpose(-2, -1)) * scale
   if causal then
