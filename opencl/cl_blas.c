@@ -14,7 +14,7 @@
 /* -- CLBlast, loaded at the first float product (cl_dl.h) ------------------------------------
 ** TIDE_CLBLAST or libclblast.so.1; the routines below call these four through
 ** the table (a direct call fails the link of libtide.so: -z defs). */
-#define BLAST_FNS(_) _(Sgemm) _(Dgemm) _(SgemmBatched) _(DgemmBatched)
+#define BLAST_FNS(_) _(Sgemm) _(Dgemm) _(SgemmBatched) _(DgemmBatched) _(OverrideParameters)
 static struct {
 #define BLAST_FIELD(f) __typeof__(CLBlast##f) *f;
   BLAST_FNS(BLAST_FIELD)
@@ -53,6 +53,7 @@ static int blast_load(void)
 #define CLBlastDgemm (blast.Dgemm)
 #define CLBlastSgemmBatched (blast.SgemmBatched)
 #define CLBlastDgemmBatched (blast.DgemmBatched)
+#define CLBlastOverrideParameters (blast.OverrideParameters)
 
 /* -- Design note --------------------------------------------------------------------------
 **
@@ -114,7 +115,7 @@ static int mm_check(CLBlastStatusCode st, int dt, const char *routine)
 TD_API int td_opencl_gemm_params(const char *params)
 {
   if (!params) return rt_err(TD_ERR_ARG, "opencl_gemm_params: a string \"NAME=value ...\" expected");
-  if (cl_init(-1)) return TD_ERR_DEVICE;
+  if (cl_init(-1) || blast_load()) return TD_ERR_DEVICE;
   char buf[1024], *names[GP_MAX];
   size_t vals[GP_MAX], n = 0;
   snprintf(buf, sizeof buf, "%s", params);

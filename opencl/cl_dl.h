@@ -29,14 +29,18 @@
   _(Finish) \
   _(GetDeviceIDs) \
   _(GetDeviceInfo) \
+  _(GetEventInfo) \
+  _(GetEventProfilingInfo) \
   _(GetPlatformIDs) \
   _(GetPlatformInfo) \
   _(GetProgramBuildInfo) \
   _(GetProgramInfo) \
+  _(ReleaseEvent) \
   _(ReleaseKernel) \
   _(ReleaseMemObject) \
   _(ReleaseProgram) \
-  _(SetKernelArg)
+  _(SetKernelArg) \
+  _(WaitForEvents)
 
 typedef struct OclApi {
 #define OCL_FIELD(f) __typeof__(cl##f) *f;
@@ -67,13 +71,17 @@ int ocl_dl(const char *name, const char *hint, const char *const *syms, void **f
 #define clFinish (ocl_api.Finish)
 #define clGetDeviceIDs (ocl_api.GetDeviceIDs)
 #define clGetDeviceInfo (ocl_api.GetDeviceInfo)
+#define clGetEventInfo (ocl_api.GetEventInfo)
+#define clGetEventProfilingInfo (ocl_api.GetEventProfilingInfo)
 #define clGetPlatformIDs (ocl_api.GetPlatformIDs)
 #define clGetPlatformInfo (ocl_api.GetPlatformInfo)
 #define clGetProgramBuildInfo (ocl_api.GetProgramBuildInfo)
 #define clGetProgramInfo (ocl_api.GetProgramInfo)
+#define clReleaseEvent (ocl_api.ReleaseEvent)
 #define clReleaseKernel (ocl_api.ReleaseKernel)
 #define clReleaseMemObject (ocl_api.ReleaseMemObject)
 #define clReleaseProgram (ocl_api.ReleaseProgram)
 #define clSetKernelArg (ocl_api.SetKernelArg)
+#define clWaitForEvents (ocl_api.WaitForEvents)
 
 #endif
