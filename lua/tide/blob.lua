@@ -109,7 +109,9 @@ local tensor_ptr = ffi.typeof("td_tensor *")
 --- A td_tensor* from C (a td_tensor * cdata, or a light userdata a C host pushed) as a Tensor with a reference of its own.
 function M.from_ptr(p)
   -- (a cdata of another type is refused: reading a random address as a tensor crashes)
-  if type(p) == "userdata" and getmetatable(p) == nil then p = ffi.cast(tensor_ptr, p)
+  -- a light userdata has no environment; a full one (newproxy(), a handle) has one and
+  -- casts to the address of its own block, which is no tensor
+  if type(p) == "userdata" and getmetatable(p) == nil and debug.getfenv(p) == nil then p = ffi.cast(tensor_ptr, p)
   elseif not (type(p) == "cdata" and ffi.istype(tensor_ptr, p)) then
     args.argerr(1, "from_ptr", "td_tensor pointer", p)
   end

@@ -6,7 +6,14 @@ the fix from then on. match(kind, target, message, source) -> reason or nil.
 --]]
 local M = {}
 
-M.list = {}
+M.list = {
+  -- not a tide bug, and not fixable in tide: with a cdata left operand (ffi.new("int[2]") + x)
+  -- LuaJIT's FFI does the arithmetic itself and raises before the right operand's (the tensor
+  -- handle's, a userdata) metamethod is looked up (lj_carith.c); x + cdata gets tide's own error.
+  -- Reached since the seeded run's sequence moved (new tide.opencl functions, issue 15).
+  { kind = "raw", target = "^T%.__%a+$", msg = "perform arithmetic on '[^']+' and 'userdata'",
+    why = "LuaJIT's cdata arithmetic raises before a userdata operand's metamethod (not interceptable)" },
+}
 
 function M.match(kind, target, msg, src)
   for _, e in ipairs(M.list) do

@@ -110,6 +110,8 @@ describe("tide.from_ptr", function()
     assert.matches("td_tensor pointer expected", select(2, pcall(tide.from_ptr, 3)))
     -- a cdata of another type would be read as a tensor at a random address: refused
     assert.matches("td_tensor pointer expected", select(2, pcall(tide.from_ptr, ffi.new("int[2]"))))
+    -- a full userdata without a metatable is no pointer (the API fuzzer's SIGSEGV)
+    assert.matches("td_tensor pointer expected", select(2, pcall(tide.from_ptr, newproxy())))
     assert.matches("NULL", select(2, pcall(tide.from_ptr, ffi.cast("td_tensor *", nil))))
   end)
 end)
