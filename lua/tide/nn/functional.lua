@@ -279,7 +279,7 @@ end
 -- -- Losses, convolution -------------------------------------------------------------------------------------
 
 -- losses (tide.nn.losses) and convolution/pooling/batch_norm (tide.nn.conv)
-for _, name in ipairs { "tide.nn.losses", "tide.nn.conv", "tide.nn.functional_extra" } do
+for _, name in ipairs { "tide.nn.losses", "tide.nn.losses_extra", "tide.nn.conv", "tide.nn.functional_extra" } do
   for k, v in pairs(require(name)) do if F[k] == nil then F[k] = v end end
 end
 
