@@ -492,5 +492,48 @@ H["nn.AvgPool1d"] = { args = { "one{lit{2}|size}", "opts{stride=int,padding=int}
 H["nn.AdaptiveMaxPool2d"] = { args = { "pair", "opts{return_indices=bool}" }, fwd = { img } }
 H["nn.EmbeddingBag"] = { args = { "one{lit{5}|size}", "one{lit{3}|size}", "opts{mode=one{lit{\"sum\"|\"mean\"|\"max\"}|str},include_last_offset=bool,padding_idx=int,dtype=dtype}" },
   fwd = { "one{=tide.long({{1, 2}, {5, 3}})|=tide.long({1, 2, 5})|ti|t}", "one{nil|=tide.long({1, 2})|ti}", "one{nil|t}" } }
+-- -- the losses of tide.nn.losses_extra and the loss modules (lua/tide/nn/loss_modules.lua) ------
+
+local ctc_lp = "one{=tide.randn(5, 2, 4):log_softmax(3)|=tide.randn(5, 4):log_softmax(2)|tf}"
+local ctc_tg = "one{=tide.long({{2, 3}, {4, 4}})|=tide.long({2, 3, 4})|=tide.long({5, 0})|ti|tf}"
+local ctc_len = "one{lit{{5, 4}|{5}|{6, 1}|{-1, 2}|{}}|=tide.long({5, 5})|int|any}"
+local ctc_tlen = "one{lit{{2, 1}|{2, 2}|{3, 0}|{-1, 1}}|=tide.long({2, 1})|int|any}"
+local ctc_opts = "opts{blank=one{lit{1|2|0|9}|int},reduction=str,zero_infinity=bool}"
+H["F.ctc_loss"] = { args = { ctc_lp, ctc_tg, ctc_len, ctc_tlen, ctc_opts } }
+local trip = "opts{margin=num,p=one{lit{1|2|3}|num},eps=num,swap=bool,reduction=str}"
+local emb = "one{=tide.randn(3, 4)|=tide.randn(4)|tf}"
+H["F.triplet_margin_loss"] = { args = { emb, "one{tlf@1|t}", "one{tlf@1|t}", trip } }
+local pm1 = "one{=tide.tensor({1, -1, 1})|=tide.tensor(1)|t}"
+H["F.cosine_embedding_loss"] = { args = { emb, "one{tlf@1|t}", pm1, "opts{margin=num,reduction=str}" } }
+H["F.margin_ranking_loss"] = { args = { "one{=tide.randn(3)|tf}", "one{tlf@1|t}", pm1, "opts{margin=num,reduction=str}" } }
+H["F.poisson_nll_loss"] = { args = { "tf", "one{tlf@1|t}", "opts{log_input=bool,full=bool,eps=num,reduction=str}" } }
+H["F.gaussian_nll_loss"] = { args = { "one{=tide.randn(3, 4)|tf}", "one{tlf@1|t}",
+  "one{=tide.rand(3, 4)|=tide.rand(3)|=tide.rand(3, 1)|=tide.rand(1, 4)|num|t}", "opts{full=bool,eps=num,reduction=str}" } }
+H["F.multilabel_soft_margin_loss"] = { args = { "one{=tide.randn(3, 4)|tf}", "one{tlf@1|t}", "opts{weight=one{=tide.rand(4)|t},reduction=str}" } }
+H["F.multi_margin_loss"] = { args = { "one{=tide.randn(3, 4)|=tide.randn(4)|tf}", "one{=tide.long({1, 4, 2})|=tide.long(2)|ti|t}",
+  "opts{p=one{lit{1|2|3}|num},margin=num,weight=one{=tide.rand(4)|t},reduction=str}" } }
+local loss_fwd = {
+  MSELoss = { "tf", "one{tlf@1|t}" }, L1Loss = { "tf", "one{tlf@1|t}" }, SmoothL1Loss = { "tf", "one{tlf@1|t}" },
+  HuberLoss = { "tf", "one{tlf@1|t}" }, BCELoss = { "one{=tide.rand(4)|tf}", "one{=tide.rand(4)|tlf@1}" },
+  BCEWithLogitsLoss = { "tf", "one{tlf@1|t}" }, KLDivLoss = { "tf", "one{tlf@1|t}" },
+  NLLLoss = { cls_in, cls_tg }, CrossEntropyLoss = { cls_in, cls_tg },
+  CTCLoss = { ctc_lp, ctc_tg, ctc_len, ctc_tlen }, TripletMarginLoss = { emb, "one{tlf@1|t}", "one{tlf@1|t}" },
+  CosineEmbeddingLoss = { emb, "one{tlf@1|t}", pm1 }, MarginRankingLoss = { "one{=tide.randn(3)|tf}", "one{tlf@1|t}", pm1 },
+  PoissonNLLLoss = { "tf", "one{tlf@1|t}" }, GaussianNLLLoss = { "one{=tide.randn(3, 4)|tf}", "one{tlf@1|t}", "one{=tide.rand(3, 4)|num|t}" },
+  MultiLabelSoftMarginLoss = { "one{=tide.randn(3, 4)|tf}", "one{tlf@1|t}" },
+  MultiMarginLoss = { "one{=tide.randn(3, 4)|tf}", "one{=tide.long({1, 4, 2})|ti|t}" },
+}
+local loss_opts = {
+  MSELoss = "opts{reduction=str}", L1Loss = "opts{reduction=str}", SmoothL1Loss = "opts{reduction=str,beta=num}",
+  HuberLoss = "opts{reduction=str,delta=num}", BCELoss = "opts{weight=t,reduction=str}",
+  BCEWithLogitsLoss = "opts{weight=t,pos_weight=t,reduction=str}", KLDivLoss = "opts{reduction=str,log_target=bool}",
+  NLLLoss = "opts{weight=one{=tide.rand(3)|t},ignore_index=int,reduction=str}",
+  CrossEntropyLoss = "opts{weight=one{=tide.rand(3)|t},ignore_index=int,reduction=str,label_smoothing=prob}",
+  CTCLoss = ctc_opts, TripletMarginLoss = trip, CosineEmbeddingLoss = "opts{margin=num,reduction=str}",
+  MarginRankingLoss = "opts{margin=num,reduction=str}", PoissonNLLLoss = "opts{log_input=bool,full=bool,eps=num,reduction=str}",
+  GaussianNLLLoss = "opts{full=bool,eps=num,reduction=str}", MultiLabelSoftMarginLoss = "opts{weight=one{=tide.rand(4)|t},reduction=str}",
+  MultiMarginLoss = "opts{p=one{lit{1|2}|num},margin=num,weight=one{=tide.rand(4)|t},reduction=str}",
+}
+for n, fwd in pairs(loss_fwd) do H["nn." .. n] = { args = { loss_opts[n] }, fwd = fwd } end
 
 return H

@@ -1126,7 +1126,7 @@ batchnorm_class("BatchNorm2d", { 4 })
 
 -- layer families in files of their own, which install their classes into nn (they
 -- derive from nn.Module, so they load last, and require "tide.nn" finds this table):
--- RNN, LSTM, GRU, the cells and nn.utils.rnn; MultiheadAttention and the Transformer
+-- RNN, LSTM, GRU, the cells and nn.utils.rnn; MultiheadAttention and the Transformer; the loss modules
 package.loaded["tide.nn"] = nn
 require "tide.nn.rnn"
 require "tide.nn.transformer"
@@ -1136,5 +1136,6 @@ require "tide.nn.convt"
 require "tide.nn.norm"
 require "tide.nn.activation"
 require "tide.nn.pool"
+require "tide.nn.loss_modules"     -- MSELoss ... CTCLoss: the losses of tide.nn.functional as modules
 
 return nn
