@@ -611,7 +611,13 @@ end)
 --- optim.lr_scheduler.CyclicLR:scale_fn(x) -> number
 --- The amplitude's scale at x (the cycle number or the iteration, per scale_mode).
 function CyclicLR:scale_fn(x)
-  if self._scale_fn_custom then return self._scale_fn_custom(x) end
+  if self._scale_fn_custom then
+    local s = self._scale_fn_custom(x)
+    if type(s) ~= "number" then
+      raise(("CyclicLR: scale_fn returned a %s for %s, expected a number"):format(args.typename(s), tostring(x)))
+    end
+    return s
+  end
   return CYCLIC[self.mode][1](x, self.gamma)
 end
 

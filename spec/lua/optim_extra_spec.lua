@@ -314,6 +314,8 @@ describe("PolynomialLR, CyclicLR, ReduceLROnPlateau match PyTorch's lr sequences
       "CyclicLR: mode must be 'triangular', 'triangular2' or 'exp_range' (or give scale_fn), got 'sine'")
     H.raises(function() S.CyclicLR(opt, { base_lr = 0.1, max_lr = { 1, 2 } }) end, "CyclicLR: expected 1 values for max_lr, got 2")
     H.raises(function() S.CyclicLR(tide.optim.Adagrad({ p }), { base_lr = 0.1, max_lr = 1 }) end, "optimizer must support momentum")
+    H.raises(function() S.CyclicLR(opt, { base_lr = 0.1, max_lr = 1, scale_fn = function() end }):step() end,
+      "CyclicLR: scale_fn returned a nil for 1, expected a number")
     H.raises(function() S.CyclicLR(opt, { base_lr = 0.1, max_lr = 1, step_size_up = 1.5 }) end,
       "CyclicLR: step_size_up must be a positive integer, got 1.5")
     H.raises(function() S.ReduceLROnPlateau(opt, { factor = 1 }) end, "ReduceLROnPlateau: factor should be < 1.0, got 1")
