@@ -55,7 +55,9 @@ end
 
 -- The values to print, as a flat row-major list plus per-dim index lists
 -- (false marks the "..." between the first and last EDGE entries when summarizing).
-local function shown(x, summarize, data)
+-- data: x itself or its copy on the CPU; compact: data holds only the shown
+-- indices of each dim, in order (a summarized device tensor's corners)
+local function shown(x, summarize, data, compact)
   local nd, lists = x.ndim, {}
   for d = 0, nd - 1 do
     local n, l = tonumber(x.sizes[d]), {}
@@ -82,9 +84,9 @@ local function shown(x, summarize, data)
       vals[#vals + 1] = v
       return
     end
-    local stride = tonumber(data.strides[d - 1])
+    local stride, j = tonumber(data.strides[d - 1]), 0
     for _, i in ipairs(lists[d]) do
-      if i then walk(d + 1, off + (i - 1) * stride) end
+      if i then j = j + 1; walk(d + 1, off + ((compact and j or i) - 1) * stride) end
     end
   end
   walk(1, 0)
@@ -159,6 +161,26 @@ local function add_suffixes(s, suffixes, indent)
   return table.concat(parts)
 end
 
+-- A device tensor's values on the CPU: all of them, or, when summarized, only
+-- the first and last EDGE indices of each long dim (selected on the device), so
+-- printing an expanded [2^62] tensor copies a few elements, not 2^62.
+function M.host_copy(x, summarize)
+  local tide = require "tide"
+  local y = x:detach()
+  if summarize then
+    for d = 1, x.ndim do
+      local n = x:size(d)
+      if n > 2 * EDGE then
+        local idx = {}
+        for i = 1, EDGE do idx[i] = i end
+        for k = EDGE - 1, 0, -1 do idx[#idx + 1] = n - k end
+        y = y:index_select(d, tide.tensor(idx, { dtype = tide.int64, device = x.device }))
+      end
+    end
+  end
+  return y:to("cpu")
+end
+
 function M.tostring(x)
   local tide = require "tide"
   if x.p == nil then return "tensor(<freed>)" end
@@ -171,7 +193,7 @@ function M.tostring(x)
   local data = x              -- where the values are read: x, or its copy on the CPU
   if x.device_type ~= 0 then
     suffixes[1] = "device='" .. x.device .. "'"
-    if n > 0 then data = tide.no_grad(function() return x:detach():to("cpu") end) end
+    if n > 0 then data = tide.no_grad(function() return M.host_copy(x, n > THRESHOLD) end) end
   end
   if x.device_type == 0 and x.ptr == nil then
     body = "<traced " .. tensor.shape_str(x) .. ">"
@@ -185,7 +207,7 @@ function M.tostring(x)
   else
     if st ~= default and st ~= 3 and st ~= 0 then suffixes[#suffixes + 1] = "dtype=" .. x.dtype.name end
     local summarize = n > THRESHOLD
-    local vals, lists = shown(x, summarize, data)
+    local vals, lists = shown(x, summarize, data, data ~= x and summarize)
     local fmt, width = formatter(vals, st)
     local pos = 0
     local function nextval() pos = pos + 1; return fmt(vals[pos]) end

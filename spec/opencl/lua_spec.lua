@@ -55,6 +55,19 @@ H.describe_cl("tide on OpenCL #opencl", function()
   end)
 
   describe("printing", function()
+    it("summarizes a long device tensor from its corners only, as the CPU prints it", function()
+      local d = "device='" .. dev .. "'"
+      -- an expanded [2^62]: only the shown elements are copied to the host (was 'empty: ... too large')
+      local big = tide.expand(tide.tensor(7, { dtype = tide.int64, device = "opencl" }), { 2 ^ 62 })
+      assert.equal("tensor([7, 7, 7,  ..., 7, 7, 7], " .. d .. ")", tostring(big))
+      tide.manual_seed(3)
+      for _, shape in ipairs { { 50, 40, 3 }, { 2000 }, { 3, 400 }, { 10, 3 } } do
+        local a = tide.randn(shape)
+        local on = tostring(a:to("opencl")):gsub(",%s*" .. d:gsub("%p", "%%%0") .. "%)$", ")")   -- the suffix may wrap
+        assert.equal(tostring(a), on)
+      end
+    end)
+
     it("prints like PyTorch prints a CUDA tensor", function()
       local d = "device='" .. dev .. "'"
       assert.equal("tensor([1.5000, 2.0000], " .. d .. ")", tostring(tide.tensor({ 1.5, 2 }, CL)))
