@@ -14,6 +14,7 @@
 #define RT_K_MOVE   4   /* movement: views and copies */
 #define RT_K_INDEX  5   /* gather/scatter/concat */
 #define RT_K_ATTN   6   /* fused attention (rt_attn.c; opencl/cl_attn.c) */
+#define RT_K_SORT   7   /* sorting and searching (rt_sort.c; CPU only: OpenCL copies to the host and back) */
 
 /* Flags: algebraic properties and dtype rules. */
 #define RT_F_COMM     0x001  /* commutative */
@@ -110,7 +111,12 @@
   _(CAT,        INDEX, -1, 0,                    cat, cat, cat) \
   /* -- sliding windows (rt_conv.c): im2col and its adjoint col2im */ \
   _(UNFOLD,     INDEX, 1, RT_F_FLOAT,            unfold, unfold, unfold) \
-  _(FOLD,       INDEX, 1, RT_F_FLOAT,            fold, fold, fold)
+  _(FOLD,       INDEX, 1, RT_F_FLOAT,            fold, fold, fold) \
+  /* -- sorting and searching (rt_sort.c): 0-based int64 indices; values are gathered */ \
+  _(SORT,       SORT, 1, RT_F_LONGOUT|RT_F_NODIFF|RT_F_NOPROMO, sort, sort, 0) \
+  _(TOPK,       SORT, 1, RT_F_LONGOUT|RT_F_NODIFF|RT_F_NOPROMO, topk, topk, 0) \
+  _(MODE,       SORT, 1, RT_F_LONGOUT|RT_F_NODIFF|RT_F_NOPROMO, mode, mode, 0) \
+  _(SEARCHSORTED, SORT, 2, RT_F_LONGOUT|RT_F_NODIFF, searchsorted, searchsorted, 0)
 
 typedef enum {
 #define RT_OPENUM(name, kind, arity, flags, meta, kern, grad) RT_OP_##name,

@@ -276,6 +276,10 @@ TD_API td_tensor *td_expand(td_tensor *a, int ndim, const int64_t *size);
 TD_API td_tensor *td_contiguous(td_tensor *a);
 TD_API td_tensor *td_cast(td_tensor *a, int dtype);
 TD_API td_tensor *td_sum_to(td_tensor *a, int ndim, const int64_t *size);
+/* The distinct values of CPU tensor x (flattened; consecutive: its runs of
+** equal values), each element's 0-based position in them (x's shape) and their
+** counts, as three new tensors (rt_sort.c). Eager only: the sizes depend on x. */
+TD_API int td_unique(td_tensor *x, int consecutive, td_tensor **values, td_tensor **inverse, td_tensor **counts);
 
 /* -- Autograd ----------------------------------------------------------------- */
 
