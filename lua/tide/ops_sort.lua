@@ -190,7 +190,7 @@ local function quantile(fname, nan)
         raise(("%s: q values must be in [0, 1]"):format(fname))
       end
       scalar_q = q.ndim == 0
-      qt = q:reshape(-1)
+      qt = q:reshape(-1):to(x.device)
     else args.argerr(2, fname, "number or Tensor q", q) end
     local xd, d0 = x, nil
     if d == nil then xd, d0 = x:reshape(-1), 0 else d0 = dim0(x, d, fname, 3) end
