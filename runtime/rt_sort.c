@@ -145,8 +145,12 @@ static int row_sort(const SortJob *j, int64_t p, Scratch *s)
     for (int64_t i = 0; i < n; i++) { k[i] = key_at(j->x, j->dt, base + i * st) ^ flip; s->v[i] = (uint32_t)i; }
     return radix64(k, s->v, s->k2, s->v2, n);
   }
-  uint32_t *k = s->k;
-  for (int64_t i = 0; i < n; i++) { k[i] = (uint32_t)(key_at(j->x, j->dt, base + i * st) ^ flip); s->v[i] = (uint32_t)i; }
+  uint32_t *k = s->k, f32 = (uint32_t)flip;
+  if (j->dt == TD_FLOAT32 && st == 1) {
+    const float *r = (const float *)j->x + base;
+    for (int64_t i = 0; i < n; i++) { k[i] = key_f32(r[i]) ^ f32; s->v[i] = (uint32_t)i; }
+  } else
+    for (int64_t i = 0; i < n; i++) { k[i] = (uint32_t)(key_at(j->x, j->dt, base + i * st) ^ flip); s->v[i] = (uint32_t)i; }
   return radix32(k, s->v, s->k2, s->v2, n);
 }
 
@@ -239,15 +243,28 @@ static inline void heap_push(Pair *h, int64_t *m, int64_t k, Pair x)
   h[i] = x;
 }
 
-/* the k best of elements [a, b) of row p into h (sorted); returns how many */
+/* the k best of elements [a, b) of row p into h (sorted); returns how many.
+** One loop per dtype: most elements fail the first comparison with the worst
+** kept key and cost a load, a key and a branch. */
+#define TOPK_SCAN(KEY) \
+  for (int64_t i = a; i < b; i++) { \
+    uint64_t key = (KEY) ^ flip; \
+    if (m == k && key >= h[0].k) continue;           /* later indices lose ties */ \
+    heap_push(h, &m, k, (Pair){ key, i }); \
+  }
 static int64_t topk_range(const SortJob *j, int64_t p, int64_t a, int64_t b, Pair *h)
 {
   int64_t base = row_base(j, p, j->n), st = j->inner, m = 0, k = j->k;
   uint64_t flip = j->desc ? ~0ull : 0;
-  for (int64_t i = a; i < b; i++) {
-    uint64_t key = key_at(j->x, j->dt, base + i * st) ^ flip;
-    if (m == k && key >= h[0].k) continue;           /* fast reject: later indices lose ties */
-    heap_push(h, &m, k, (Pair){ key, i });
+  const char *x = j->x;
+  if (j->dt == TD_FLOAT32 && st == 1) {
+    const float *r = (const float *)x + base;
+    TOPK_SCAN(key_f32(r[i]))
+  } else if (j->dt == TD_FLOAT64 && st == 1) {
+    const double *r = (const double *)x + base;
+    TOPK_SCAN(key_f64(r[i]))
+  } else {
+    TOPK_SCAN(key_at(x, j->dt, base + i * st))
   }
   qsort(h, (size_t)m, sizeof *h, pair_cmp);
   return m;
