@@ -455,6 +455,29 @@ local CASES = {
     { "all dims", function(x) return x:argmin() end, function() return { any { 3, 5 } } end },
     { "ties, dim 2", function(x) return x:argmin(2) end, function() return { ties { 4, 7 } } end },
   },
+  -- sorting and searching: eager steps of the plan (rt_sort.c), values gathered at the indices
+  sort = {
+    { "values and indices, dim 2 descending", function(x) local v, i = x:sort(2, true); return v * 2 + i end,
+      function() return { any { 3, 5 } } end },
+    { "ties stay in index order, dim 1 of a transposed view", function(x) local _, i = x:t():sort(1); return i end,
+      function() return { ties { 6, 9 } } end },
+    { "int64, argsort", function(x) return x:argsort() end, function() return { ints { 4, 40 } } end },
+  },
+  topk = {
+    { "k 3 along dim 2 then a sum", function(x) local v, i = x:topk(3); return v:sum(2) + i:sum(2) end, function() return { any { 4, 9 } } end },
+    { "smallest, kthvalue, median", function(x) return x:topk(2, 1, false) + x:kthvalue(3, 1) + x:median(1) end,
+      function() return { any { 5, 3 } } end },
+    { "quantile", function(x) return x:quantile(0.3, 2) end, function() return { any { 3, 8 } } end },
+  },
+  mode = {
+    { "int64 with ties, dim 2", function(x) local v, i = x:mode(2); return v * 10 + i end, function() return { ints { 3, 20 } } end },
+  },
+  searchsorted = {
+    { "rows, right", function(s, v) return tide.searchsorted((s:sort(2)), v, { right = true }) end,
+      function() return { any { 3, 6 }, any { 3, 4 } } end },
+    { "bucketize, histc", function(x, b) return x:bucketize((b:sort())):double() + x:histc(4, -1, 1):sum() end,
+      function() return { any { 3, 5 }, any { 6 } } end },
+  },
   var = reduction(function(x, d, k) return x:var(d, { keepdim = k }) end, nil, {
     { "dim 2, correction 0", function(x) return x:var(2, { correction = 0 }) end, function() return { any { 3, 5 } } end },
   }),

@@ -111,6 +111,11 @@ local NODIFF = {
   logical_not = function(x) return tide.logical_not(x) end,
   argmax = function(x) return x:argmax(2) end,
   argmin = function(x) return x:argmin() end,
+  -- sorting and searching give indices (values are gathered at them: gather's cases)
+  sort = function(x) return x:argsort(2, true) end,
+  topk = function(x) local _, i = x:topk(2, 1, false); return i end,
+  mode = function(x) local _, i = x:round():mode(2); return i end,
+  searchsorted = function(x) return tide.searchsorted((x:sort(2)), x) end,
   -- the fused backward runs when no graph of the gradient is recorded: dq, dk, dv of
   -- attention over x's rows (on a device: the composite formula's gradients)
   sdpa_backward = function(x)

@@ -62,7 +62,7 @@ local function sort_ix(x, d, desc)
 end
 
 --- Tensor:sort([dim = -1[, descending = false]][, opts]) -> Tensor, Tensor
---- The values sorted along dim and their 1-based indices in x. Always stable: equal values keep their order, descending too (opts.stable is accepted); NaN sorts last (first when descending), as PyTorch. opts: dim, descending, stable.
+--- The values sorted along dim and their 1-based indices in x. Always stable: equal values keep their order, descending too (opts.stable is accepted); NaN sorts last (first when descending), as PyTorch. opts: dim, descending, stable. OpenCL tensors are sorted on the host (copied there and back), as are those of argsort, topk, kthvalue, median, mode, quantile, unique, searchsorted.
 function T.sort(x, d, desc, opts)
   local d0, ds = sort_args("sort", x, d, desc, opts)
   if x.ndim == 0 then return x:clone(), tide().ones({}, { dtype = tide().int64, device = x.device }) end
@@ -86,7 +86,7 @@ function T.msort(x)
 end
 
 --- Tensor:topk(k[, dim = -1[, largest = true[, sorted = true]]][, opts]) -> Tensor, Tensor
---- The k largest (largest = false: smallest) values along dim and their 1-based indices, best first (ties by index). k larger than the dim's size is an error. opts: dim, largest, sorted.
+--- The k largest (largest = false: smallest) values along dim and their 1-based indices, best first (ties by index). k larger than the dim's size is an error. opts: dim, largest, sorted. On OpenCL: selected on the host.
 function T.topk(x, k, d, largest, sorted, opts)
   targ(x, 1, "topk")
   args.int(k, 2, "topk", "integer k")
@@ -155,7 +155,7 @@ T.median = median("median", 2)
 T.nanmedian = median("nanmedian", 3)
 
 --- Tensor:mode([dim = -1[, keepdim = false]]) -> Tensor, Tensor
---- The most frequent value along dim (the smallest on ties) and the 1-based index of its last occurrence.
+--- The most frequent value along dim (the smallest on ties) and the 1-based index of its last occurrence. On OpenCL: on the host.
 function T.mode(x, d, keep)
   targ(x, 1, "mode")
   return select1("mode", x, OP.mode, 0, 1, d, keep)
@@ -272,7 +272,7 @@ local function unique(fname, consecutive)
   end
 end
 --- Tensor:unique([opts]) -> Tensor[, Tensor[, Tensor]]
---- The distinct values of x (flattened), sorted; opts.return_inverse adds each element's 1-based position in them (x's shape), opts.return_counts their counts. Eager only (the size depends on the values). opts: sorted, return_inverse, return_counts; dim must be nil.
+--- The distinct values of x (flattened), sorted; opts.return_inverse adds each element's 1-based position in them (x's shape), opts.return_counts their counts. Eager only (the size depends on the values); OpenCL tensors go through the host. opts: sorted, return_inverse, return_counts; dim must be nil.
 T.unique = unique("unique", false)
 --- Tensor:unique_consecutive([opts]) -> Tensor[, Tensor[, Tensor]]
 --- The runs of equal consecutive values of x (flattened), one value each; opts.return_inverse, opts.return_counts as unique. Eager only.
@@ -300,7 +300,7 @@ local function search(fname, seq, v, opts, argn)
 end
 
 --- tide.searchsorted(sorted_sequence, values[, opts]) -> Tensor
---- For each value the 1-based position where it would be inserted into the sorted last dim of sorted_sequence to keep it sorted: before the first element >= it (opts.right or side = 'right': > it), n + 1 after all. A 1-D sequence serves every value; else the leading dims match. values may be a number. opts: right, side, out_int32.
+--- For each value the 1-based position where it would be inserted into the sorted last dim of sorted_sequence to keep it sorted: before the first element >= it (opts.right or side = 'right': > it), n + 1 after all. A 1-D sequence serves every value; else the leading dims match. values may be a number. opts: right, side, out_int32. On OpenCL: searched on the host.
 function M.searchsorted(seq, v, opts)
   targ(seq, 1, "searchsorted")
   if type(v) == "number" then v = tide().tensor(v, { dtype = seq.dtype, device = seq.device }) end

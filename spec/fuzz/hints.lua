@@ -536,4 +536,22 @@ local loss_opts = {
 }
 for n, fwd in pairs(loss_fwd) do H["nn." .. n] = { args = { loss_opts[n] }, fwd = fwd } end
 
+-- -- Sorting and search (ops_sort.lua) -----------------------------------------------------------
+
+H["T.sort"] = { args = { "one{dim@0|nil|opts{dim=dim@0,descending=bool,stable=bool}}", "one{bool|nil|opts{descending=bool,stable=bool}}" } }
+H["T.argsort"] = H["T.sort"]
+H["T.topk"] = { args = { "one{=a0.ndim > 0 and math.min(2, a0:size(-1)) or 1|int}", "one{dim@0|nil|opts{dim=dim@0,largest=bool,sorted=bool}}",
+  "one{bool|nil}", "one{bool|nil}" } }
+H["T.kthvalue"] = { args = { "one{=1|int}", "one{dim@0|nil}", "one{bool|nil}" } }
+for _, n in ipairs { "median", "nanmedian", "mode" } do H["T." .. n] = { args = { "one{dim@0|nil}", "one{bool|nil}" } } end
+H["T.quantile"] = { self = "one{tf|t}", args = { "one{prob|num|=tide.tensor({0.2, 0.7}, {dtype = a0.dtype})}", "one{dim@0|nil}", "one{bool|nil}",
+  "opts{interpolation=lit{\"linear\"|\"lower\"|\"higher\"|\"midpoint\"|\"nearest\"|\"cubic\"}}" } }
+H["T.nanquantile"] = H["T.quantile"]
+H["T.unique"] = { args = { "opts{sorted=bool,return_inverse=bool,return_counts=bool}" } }
+H["T.unique_consecutive"] = { args = { "opts{return_inverse=bool,return_counts=bool}" } }
+H["tide.searchsorted"] = { args = { "one{=tide.tensor({-1, 0, 2, 5})|t}", "one{t|num}", "opts{right=bool,side=lit{\"left\"|\"right\"|\"up\"},out_int32=bool}" } }
+H["T.bucketize"] = { args = { "one{=tide.tensor({-1, 0, 2, 5})|t}", "opts{right=bool,out_int32=bool}" } }
+H["T.bincount"] = { self = "one{=tide.randint(0, 5, {7})|ti@0|t}", args = { "one{nil|=tide.rand(a0:numel())|t}", "one{int|nil}" } }
+H["T.histc"] = { args = { "one{int|nil}", "one{num|nil}", "one{num|nil}" } }
+
 return H
