@@ -40,6 +40,14 @@ static inline uint32_t key_f32(float f)
   return u ^ ((u >> 31) ? 0xFFFFFFFFu : 0x80000000u);
 }
 
+/* the float of a key (NaN for the NaN key) */
+static inline float f32_of_key(uint32_t u)
+{
+  u = (u & 0x80000000u) ? u ^ 0x80000000u : ~u;
+  float f; memcpy(&f, &u, 4);
+  return f;
+}
+
 static inline uint64_t key_f64(double f)
 {
   if (f != f) return ~0ull;
@@ -258,8 +266,18 @@ static int64_t topk_range(const SortJob *j, int64_t p, int64_t a, int64_t b, Pai
   uint64_t flip = j->desc ? ~0ull : 0;
   const char *x = j->x;
   if (j->dt == TD_FLOAT32 && st == 1) {
+    /* a float comparison with the worst kept value first: no key for most elements
+    ** (NaN and equal values fail it and take the exact path) */
     const float *r = (const float *)x + base;
-    TOPK_SCAN(key_f32(r[i]))
+    float worst = 0;
+    for (int64_t i = a; i < b; i++) {
+      float v = r[i];
+      if (m == k && (j->desc ? v < worst : v > worst)) continue;
+      uint64_t key = key_f32(v) ^ flip;
+      if (m == k && key >= h[0].k) continue;
+      heap_push(h, &m, k, (Pair){ key, i });
+      if (m == k) worst = f32_of_key((uint32_t)(h[0].k ^ flip));
+    }
   } else if (j->dt == TD_FLOAT64 && st == 1) {
     const double *r = (const double *)x + base;
     TOPK_SCAN(key_f64(r[i]))
