@@ -19,10 +19,9 @@ per LSTM step for the gate math. --bench N times N training steps (after 3
 warm-up steps) and prints the median. `make lstm` installs the packages and
 runs it.
 
-Top-k sampling: the k most likely characters, renormalized. Until tide has
-topk, they are found with a Lua sort of the last row of logits (a vocabulary
-of ~80); the draw itself comes from tide's random stream (tide.rand), so
---seed makes the sample reproducible.
+Top-k sampling: the k most likely characters (tide's topk), renormalized;
+the draw itself comes from tide's random stream (tide.rand), so --seed makes
+the sample reproducible.
 --]]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 local tide = require "tide"
@@ -163,17 +162,12 @@ end
 
 -- a character drawn from the k most likely of the logits row (V), scaled by the temperature
 local function top_k(logits, k, temperature)
-  local l = logits:totable()
-  local order = {}
-  for i = 1, #l do order[i] = i end
-  table.sort(order, function(a, b) return l[a] > l[b] end)     -- until tide.topk: a Lua sort of one row
-  k = math.min(k, #l)
-  local top = {}
-  for i = 1, k do top[i] = l[order[i]] / temperature end
-  local p = tide.tensor(top):softmax(1):totable()
+  local v, idx = logits:topk(math.min(k, logits:size(1)))      -- the k largest and their 1-based indices
+  local p = (v / temperature):softmax(1):totable()
+  local order = idx:totable()
   local r, acc = tide.rand(1):item(), 0                           -- tide's random stream: --seed decides
-  for i = 1, k do acc = acc + p[i]; if r < acc then return order[i] end end
-  return order[k]
+  for i = 1, #p do acc = acc + p[i]; if r < acc then return order[i] end end
+  return order[#p]
 end
 
 local function sample(prompt, n)
