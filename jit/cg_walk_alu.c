@@ -33,10 +33,10 @@ static int w_math(W *w, const char *f, int n, const int *a, int lanewise)
     char vn[48];
     return call(w, t, cg_vec_fname(name, w->L, vn, sizeof vn), n, a);
   }
-  int tmp = var(w, t, a[0]);
+  int tmp = var(w, t, a[0]), b = n > 1 ? var(w, t, a[1]) : -1;
   for (int j = 0; j < w->L; j++) {
-    int jj = hci(w, CT_I64, j), x = lane_get(w, tmp, jj);
-    w->e->emit_lane_set(w->e, tmp, jj, call(w, cg_ty_elem(t), name, 1, &x));
+    int jj = hci(w, CT_I64, j), x[2] = { lane_get(w, tmp, jj), n > 1 ? lane_get(w, b, jj) : -1 };
+    w->e->emit_lane_set(w->e, tmp, jj, call(w, cg_ty_elem(t), name, n, x));
   }
   return tmp;
 }
@@ -165,6 +165,26 @@ int w_alu(W *w, const CgIns *in)
     if (!fl) { if (dt == TD_BOOL) break; return w_ipow(w, x, y, T); }
     { int a2[2] = { x, y };   /* y == 2 ? x*x : pow(x, y) */
       return w_sel(w, w_cmp(w, CG_E_EQ, y, w_c(w, T, 2)), op2(w, T, CG_E_MUL, x, x), w_math(w, "pow", 2, a2, 0)); }
+  case RT_OP_ATAN2: case RT_OP_HYPOT: {   /* libm, per lane: the eager kernels' exact values */
+    if (!fl) break;
+    int a2[2] = { x, y };
+    return w_math(w, op == RT_OP_ATAN2 ? "atan2" : "hypot", 2, a2, 1);
+  }
+  case RT_OP_FMOD: case RT_OP_REMAINDER: {   /* rt_ew.c: IMOD/IREM, fmod and REM_F */
+    int m;
+    if (fl) { int a2[2] = { x, y }; m = w_math(w, "fmod", 2, a2, 1); }
+    else {
+      if (dt == TD_BOOL) break;
+      int one = w_c(w, T, 1);
+      int bad = w_or(w, w_cmp(w, CG_E_EQ, y, zero), w_cmp(w, CG_E_EQ, y, w_c(w, T, -1)));
+      m = op2(w, T, CG_E_MOD, x, w_sel(w, bad, one, y));
+    }
+    if (op == RT_OP_FMOD || dt == TD_UINT8) return m;
+    /* m != 0 and sign(m) != sign(y): y < 0 ? m > 0 : m < 0 */
+    int ylt = w_cmp(w, CG_E_LT, y, zero);
+    int fix = w_or(w, w_and(w, ylt, w_cmp(w, CG_E_GT, m, zero)), w_and(w, w_not(w, ylt), w_cmp(w, CG_E_LT, m, zero)));
+    return w_sel(w, fix, op2(w, T, CG_E_ADD, m, y), m);
+  }
   case RT_OP_EQ: case RT_OP_NE: case RT_OP_LT: case RT_OP_LE: case RT_OP_GT: case RT_OP_GE: {
     int da = k->ins[in->a].dtype, db = k->ins[in->b].dtype;
     int ct = w_tyof(w, dt_rank(da) >= dt_rank(db) ? da : db);

@@ -61,7 +61,7 @@ static void put_attrs(Buf *b, const JitIns *ins)
   if (kind == RT_K_RED) {
     if (a->ndims < 0) bput(b, " dims=all"); else { bput(b, " dims="); put_shape(b, a->ndims, a->dims); }
     if (a->keepdim) bput(b, " keepdim");
-  } else if (kind == RT_K_ROW || kind == RT_K_INDEX || kind == RT_K_SORT) bput(b, " dim=%lld", (long long)a->i[0]);
+  } else if (kind == RT_K_ROW || kind == RT_K_INDEX || kind == RT_K_SORT || kind == RT_K_SCAN) bput(b, " dim=%lld", (long long)a->i[0]);
   if (ins->op == RT_OP_TOPK) bput(b, " k=%lld mode=%lld", (long long)a->i[1], (long long)a->i[2]);
   if (ins->op == RT_OP_CLAMP) bput(b, " min=%g max=%g", a->s[0], a->s[1]);
   if (a->flags && ins->op < RT_OP__MAX) bput(b, " flags=%d", a->flags);

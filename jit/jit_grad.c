@@ -200,6 +200,29 @@ RULE(minmax, S0 | S1, {
   if (needs(k, 1)) rc |= set(k, 1, WHERE(op2(k, cmp, b, a), G, WHERE(eq, half, z)));
   return rc;
 })
+/* d atan2(a, b) = (b, -a) / (a^2 + b^2) */
+RULE(atan2, S0 | S1, {
+  td_tensor *a = IN(0), *b = IN(1), *r = DIV(G, ADD(MUL(a, a), MUL(b, b)));
+  int rc = needs(k, 0) ? set(k, 0, MUL(r, b)) : 0;
+  return rc | (needs(k, 1) ? set(k, 1, NEG(MUL(r, a))) : 0);
+})
+/* d hypot(a, b) = (a, b) / hypot(a, b) */
+RULE(hypot, S0 | S1 | SO, {
+  td_tensor *r = DIV(G, OUT);
+  int rc = needs(k, 0) ? set(k, 0, MUL(r, IN(0))) : 0;
+  return rc | (needs(k, 1) ? set(k, 1, MUL(r, IN(1))) : 0);
+})
+/* fmod(a, b) = a - trunc(a / b) b, remainder(a, b) = a - floor(a / b) b:
+** d/da = g, d/db = -g trunc(a / b) (floor for remainder), as PyTorch */
+RULE(fmod, S0 | S1, {
+  int rc = set(k, 0, G);
+  if (needs(k, 1)) {
+    td_tensor *q = DIV(IN(0), IN(1)), *f = op1(k, RT_OP_FLOOR, q);
+    if (k->n->op == RT_OP_FMOD) f = WHERE(opn(k, RT_OP_GE, q, 0), f, op1(k, RT_OP_CEIL, q));
+    rc |= set(k, 1, NEG(MUL(G, f)));
+  }
+  return rc;
+})
 RULE(where, S0, {
   td_tensor *c = IN(0), *z = num(k, 0);
   int rc = needs(k, 1) ? set(k, 1, WHERE(c, G, z)) : 0;
@@ -418,6 +441,52 @@ RULE(sdpa, S0 | S1 | S2 | 8u, {
   int rc = needs(k, 0) ? set(k, 0, op2(k, RT_OP_MATMUL, ds, kk)) : 0;
   rc |= needs(k, 1) ? set(k, 1, op2(k, RT_OP_MATMUL, mT(k, ds), q)) : 0;
   return rc | (needs(k, 2) ? set(k, 2, op2(k, RT_OP_MATMUL, mT(k, p), g)) : 0);
+})
+
+/* -- Scans ------------------------------------------------------------------------------------- */
+
+/* the scan of op over the rule's dim, reversed (flags ^ 1) or not */
+static td_tensor *scan(JitCtx *k, int op, td_tensor *x, int reverse)
+{
+  td_attrs a = k->n->attrs;
+  a.flags = reverse ? (a.flags ^ 1) : a.flags;
+  return op1a(k, op, x, &a);
+}
+#define RCUMSUM(x) scan(k, RT_OP_CUMSUM, x, 1)
+
+/* d cumsum: the cumsum of g from the other end */
+RULE(cumsum, 0, return set(k, 0, RCUMSUM(G));)
+/* d cumprod (PyTorch's formula that handles zeros): before a line's first zero,
+** g_i = rcumsum(g y)_i / x_i; at the first zero z, g_z = rcumsum(g cumprod(x'))_z
+** with x' = x whose x_z is 1 (the products that skip x_z); after it, 0. */
+RULE(cumprod, S0 | SO, {
+  td_tensor *x = IN(0), *y = OUT;
+  td_tensor *isz = opn(k, RT_OP_EQ, x, 0);
+  td_tensor *nz = scan(k, RT_OP_CUMSUM, isz, 0);                 /* zeros so far (int64) */
+  td_tensor *before = opn(k, RT_OP_EQ, nz, 0);
+  td_tensor *first = op2(k, RT_OP_LOGICAL_AND, isz, opn(k, RT_OP_EQ, nz, 1));
+  td_tensor *safe = WHERE(before, x, num(k, 1));
+  td_tensor *g0 = DIV(RCUMSUM(MUL(G, y)), safe);
+  td_tensor *x1 = WHERE(first, num(k, 1), x);
+  td_tensor *gz = RCUMSUM(MUL(G, scan(k, RT_OP_CUMPROD, x1, 0)));
+  return set(k, 0, WHERE(before, g0, WHERE(first, gz, num(k, 0))));
+})
+/* cummax/cummin: each output's gradient goes to the element it took */
+RULE(cummaxmin, SA, {
+  td_attrs s = { .ndims = -1, .dtype = -1, .i = { k->n->attrs.i[0] } };
+  return set(k, 0, op3a(k, RT_OP_SCATTER_ADD, zeros_of(k, 0), k->n->aux, G, &s));
+})
+/* d logcumsumexp, PyTorch's stable form: the positive and negative parts of g in
+** log space, g_i = exp(rlcse(log g+ - y)_i + x_i) - exp(rlcse(log g- - y)_i + x_i),
+** log of nothing as the dtype's lowest finite value */
+RULE(logcumsumexp, S0 | SO, {
+  td_tensor *x = IN(0), *y = OUT, *g = G;
+  double lowest = x && x->scalar_type == TD_FLOAT32 ? -3.4028234663852886e38 : -1.7976931348623157e308;
+  td_tensor *lg = op1(k, RT_OP_LOG, op1(k, RT_OP_ABS, g)), *lo = num(k, lowest);
+  td_tensor *lp = WHERE(opn(k, RT_OP_GT, g, 0), lg, lo), *ln = WHERE(opn(k, RT_OP_LT, g, 0), lg, lo);
+  td_tensor *p = op1(k, RT_OP_EXP, ADD(scan(k, RT_OP_LOGCUMSUMEXP, SUB(lp, y), 1), x));
+  td_tensor *n = op1(k, RT_OP_EXP, ADD(scan(k, RT_OP_LOGCUMSUMEXP, SUB(ln, y), 1), x));
+  return set(k, 0, SUB(p, n));
 })
 
 /* -- Movement ----------------------------------------------------------------------------------- */

@@ -290,6 +290,11 @@ td_tensor *jit_record_call(RtCall *c)
                          c->ndim, c->sizes, &c->attrs, 1, args);
     if (ar < 0 || !(c->aux = traced_tensor(t, ar, c->device))) return NULL;
   }
+  if (c->op == RT_OP_CUMMAX || c->op == RT_OP_CUMMIN) {   /* and their indices: a CUMARGMAX/CUMARGMIN record */
+    JitRef ar = rec_emit(t, c->op == RT_OP_CUMMAX ? RT_OP_CUMARGMAX : RT_OP_CUMARGMIN, TD_INT64, c->cdtype,
+                         c->ndim, c->sizes, &c->attrs, 1, args);
+    if (ar < 0 || !(c->aux = traced_tensor(t, ar, c->device))) return NULL;
+  }
   return traced_tensor(t, ref, c->device);
 }
 

@@ -99,8 +99,9 @@ static int sched_classify(const JitTrace *t, const JitIns *r)
   case RT_K_EW:
     /* integer pow with a tensor exponent runs the eager kernel, which rejects
     ** negative exponents (a Lua number exponent is checked when recorded) */
-    if (r->op == RT_OP_POW && !rt_is_float(r->cdtype) && t->ins[jit_arg(t, r, 1)->root].op != JIT_OP_SCALAR)
-      return JIT_SC_EAGER;
+    if ((r->op == RT_OP_POW || r->op == RT_OP_FMOD || r->op == RT_OP_REMAINDER) && !rt_is_float(r->cdtype) &&
+        t->ins[jit_arg(t, r, 1)->root].op != JIT_OP_SCALAR)
+      return JIT_SC_EAGER;   /* and integer fmod/remainder reject a zero divisor */
     return JIT_SC_EW;
   case RT_K_MOVE: return r->op == RT_OP_COPY ? JIT_SC_EW : JIT_SC_EAGER;
   case RT_K_ROW: return JIT_SC_ROW;

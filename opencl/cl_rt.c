@@ -268,22 +268,25 @@ void cl_geo(ClGeo *g, const td_tensor *out, int nin, td_tensor *const *in)
 ** normalizers are one-op kernels of the kernel IR (cl_eager.c; numbers are
 ** kernel arguments); the rest are library calls or hand kernels, which see
 ** device tensors only: CPU 0-dim inputs are uploaded first. */
-/* Sorting and searching have only the CPU's kernels (rt_sort.c): the inputs
-** are copied to the host, sorted there and the indices copied back. */
+/* Sorting, searching and scans have only the CPU's kernels (rt_sort.c,
+** rt_scan.c; the kernel IR has no scan and no sort): the inputs are copied to
+** the host, the op runs there, and its result (and cummax's indices, aux)
+** come back to the device. */
 static int cl_kern_host(RtCall *c, td_tensor *out)
 {
   td_tensor *host[RT_MAX_IN];
-  td_tensor *const *orig = c->in;
   int n = 0, rc = 0;
   for (; n < c->nin; n++)
-    if (!(host[n] = orig[n]->device_type == TD_CPU ? (td_retain(orig[n]), orig[n]) : cl_to_cpu(orig[n]))) { rc = TD_ERR_NOMEM; break; }
+    if (!(host[n] = c->in[n]->device_type == TD_CPU ? (td_retain(c->in[n]), c->in[n]) : cl_to_cpu(c->in[n]))) { rc = TD_ERR_NOMEM; break; }
   td_tensor *o = rc ? NULL : rt_tensor_new(out->ndim, out->sizes, out->scalar_type);
   if (!rc && !o) rc = TD_ERR_NOMEM;
   if (!rc) {
-    c->in = host;
-    rc = rt_ops[c->op].kern(c, o);
-    c->in = orig;
+    RtCall cc = *c;
+    cc.in = host; cc.device = TD_CPU; cc.aux = NULL;
+    rc = rt_ops[c->op].kern(&cc, o);
     if (!rc && out->nelem) rc = cl_write(out, rt_ptr(o), (size_t)(out->nelem * rt_dtype_size(out->scalar_type)));
+    if (!rc && cc.aux && !(c->aux = cl_from_cpu(cc.aux))) rc = TD_ERR_NOMEM;
+    td_release(cc.aux);
   }
   td_release(o);
   for (int i = 0; i < n; i++) td_release(host[i]);
@@ -293,7 +296,7 @@ static int cl_kern_host(RtCall *c, td_tensor *out)
 int cl_kern(RtCall *c, td_tensor *out)
 {
   int kind = rt_ops[c->op].kind;
-  if (kind == RT_K_SORT) return cl_kern_host(c, out);
+  if (kind == RT_K_SORT || kind == RT_K_SCAN) return cl_kern_host(c, out);
   bool arg = c->op == RT_OP_ARGMAX || c->op == RT_OP_ARGMIN ||
              ((c->op == RT_OP_MAX || c->op == RT_OP_MIN) && c->attrs.ndims == 1 && !(c->attrs.flags & 1));
   if (kind == RT_K_EW || kind == RT_K_ROW || c->op == RT_OP_COPY || (kind == RT_K_RED && !arg)) return cl_kern_ir(c, out);

@@ -45,6 +45,9 @@ int rt_meta_ew(RtCall *c)
         c->cdtype = c->scalar_type = rt_default_float;
     }
   }
+  if ((c->op == RT_OP_FMOD || c->op == RT_OP_REMAINDER) && !rt_is_float(c->cdtype) &&
+      (c->in[1]->flags & TD_TF_WRAPPED_NUMBER) && rt_load(c->in[1]->ptr, c->in[1]->scalar_type) == 0)
+    return rt_err(TD_ERR_ARG, "%s: integer division by zero", name);
   if (c->op == RT_OP_POW && !rt_is_float(c->cdtype) && (c->in[1]->flags & TD_TF_WRAPPED_NUMBER) &&
       rt_load(c->in[1]->ptr, c->in[1]->scalar_type) < 0)
     return rt_err(TD_ERR_ARG, "pow: integers to negative integer powers are not allowed (exponent %g; "
@@ -242,6 +245,21 @@ Loop1 RT_ISA_FN(rt_pow_scalar_loop)(double y, int dt, td_attrs *at)
 LOOP2(l2_POW_u8, uint8_t, uint8_t, ipow(x, y))
 LOOP2(l2_POW_i32, int32_t, int32_t, ipow(x, y))
 LOOP2(l2_POW_i64, int64_t, int64_t, ipow(x, y))
+/* atan2, hypot: libm. fmod: C's (the dividend's sign); remainder: the divisor's
+** sign, fmod corrected as PyTorch's kernel (mod != 0 and signs differ: + y).
+** Integers: a zero divisor is rejected before the loop (int_div_check); -1
+** and 0 divide as 1 so INT_MIN % -1 cannot trap (x % +-1 is 0 either way). */
+LOOPT2(l2_ATAN2_f32, float, atan2f(x, y)) LOOPT2(l2_ATAN2_f64, double, atan2(x, y))
+LOOPT2(l2_HYPOT_f32, float, hypotf(x, y)) LOOPT2(l2_HYPOT_f64, double, hypot(x, y))
+LOOPT2(l2_FMOD_f32, float, fmodf(x, y)) LOOPT2(l2_FMOD_f64, double, fmod(x, y))
+#define REM_F(FM) ({ __typeof__(x) m_ = FM(x, y); (m_ != 0 && ((y < 0) != (m_ < 0))) ? m_ + y : m_; })
+LOOPT2(l2_REMAINDER_f32, float, REM_F(fmodf)) LOOPT2(l2_REMAINDER_f64, double, REM_F(fmod))
+#define IMOD(x, y) ((y) == 0 || (y) == (__typeof__(y))-1 ? 0 : (x) % (y))
+#define IREM(x, y) ({ __typeof__(x) m_ = IMOD(x, y); (m_ != 0 && ((y < 0) != (m_ < 0))) ? m_ + y : m_; })
+LOOP2(l2_FMOD_u8, uint8_t, uint8_t, IMOD(x, y)) LOOP2(l2_FMOD_i32, int32_t, int32_t, IMOD(x, y))
+LOOP2(l2_FMOD_i64, int64_t, int64_t, IMOD(x, y))
+LOOP2(l2_REMAINDER_u8, uint8_t, uint8_t, IMOD(x, y)) LOOP2(l2_REMAINDER_i32, int32_t, int32_t, IREM(x, y))
+LOOP2(l2_REMAINDER_i64, int64_t, int64_t, IREM(x, y))
 LOOP2(l2_DIV_f32, float, float, x / y)
 LOOP2(l2_DIV_f64, double, double, x / y)
 LOOP2(l2_AND_b, uint8_t, uint8_t, x && y)
@@ -297,6 +315,10 @@ static Loop2 loop2_for(int op, int dt)
 #define CASE_CMP2(OP, E) case RT_OP_##OP: { static const Loop2 r[] = ROW_CMP2(OP); return r[dt]; }
   EW_CMP2(CASE_CMP2)
   case RT_OP_POW: { static const Loop2 r[] = ROW_NUM2(POW); return r[dt]; }
+  case RT_OP_FMOD: { static const Loop2 r[] = ROW_NUM2(FMOD); return r[dt]; }
+  case RT_OP_REMAINDER: { static const Loop2 r[] = ROW_NUM2(REMAINDER); return r[dt]; }
+  case RT_OP_ATAN2: { static const Loop2 r[] = { NULL, NULL, NULL, NULL, l2_ATAN2_f32, l2_ATAN2_f64 }; return r[dt]; }
+  case RT_OP_HYPOT: { static const Loop2 r[] = { NULL, NULL, NULL, NULL, l2_HYPOT_f32, l2_HYPOT_f64 }; return r[dt]; }
   case RT_OP_DIV: { static const Loop2 r[] = { NULL, NULL, NULL, NULL, l2_DIV_f32, l2_DIV_f64 }; return r[dt]; }
   }
   return NULL;
@@ -415,6 +437,19 @@ static int int_pow_check(td_tensor *e)
   return 0;
 }
 
+/* fmod/remainder of integers by a tensor: PyTorch raises on a zero divisor */
+static int int_div_check(const char *name, td_tensor *d)
+{
+  td_tensor *dc = rt_as_contig(d);
+  if (!dc) return TD_ERR_NOMEM;
+  int64_t i = 0;
+  for (; i < dc->nelem; i++)
+    if (rt_load((const char *)dc->ptr + i * rt_dtype_size(dc->scalar_type), dc->scalar_type) == 0) break;
+  int bad = i < dc->nelem;
+  td_release(dc);
+  return bad ? rt_err(TD_ERR_ARG, "%s: integer division by zero (divisor element %lld is 0)", name, (long long)i + 1) : 0;
+}
+
 int RT_ISA_FN(rt_kern_ew)(RtCall *c, td_tensor *out)
 {
   const char *name = rt_op_lname(c->op);
@@ -444,6 +479,7 @@ int RT_ISA_FN(rt_kern_ew)(RtCall *c, td_tensor *out)
   }
   for (int i = 0; i < c->nin; i++) if (!in[i]) rc = TD_ERR_NOMEM;
   if (!rc && op == RT_OP_POW && (cd == TD_INT32 || cd == TD_INT64)) rc = int_pow_check(in[1]);
+  if (!rc && (op == RT_OP_FMOD || op == RT_OP_REMAINDER) && !rt_is_float(cd)) rc = int_div_check(name, in[1]);
   int nin = c->nin;
   if (!rc && op == RT_OP_POW && rt_is_float(cd) && in[1]->nelem == 1 && in[0]->nelem == out->nelem) {
     /* a scalar exponent: a unary loop over x */

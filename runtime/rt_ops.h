@@ -15,6 +15,7 @@
 #define RT_K_INDEX  5   /* gather/scatter/concat */
 #define RT_K_ATTN   6   /* fused attention (rt_attn.c; opencl/cl_attn.c) */
 #define RT_K_SORT   7   /* sorting and searching (rt_sort.c; CPU only: OpenCL copies to the host and back) */
+#define RT_K_SCAN   8   /* scans along attrs.i[0] (rt_scan.c; compiled plans run them as eager steps; OpenCL as RT_K_SORT) */
 
 /* Flags: algebraic properties and dtype rules. */
 #define RT_F_COMM     0x001  /* commutative */
@@ -65,6 +66,10 @@
   _(POW,        EW, 2, RT_F_NOBOOL,              ew, ew, pow) \
   _(MINIMUM,    EW, 2, RT_F_COMM|RT_F_ASSOC,     ew, ew, minmax) \
   _(MAXIMUM,    EW, 2, RT_F_COMM|RT_F_ASSOC,     ew, ew, minmax) \
+  _(ATAN2,      EW, 2, RT_F_FLOAT,               ew, ew, atan2) \
+  _(HYPOT,      EW, 2, RT_F_FLOAT,               ew, ew, hypot) \
+  _(FMOD,       EW, 2, RT_F_NOBOOL,              ew, ew, fmod) \
+  _(REMAINDER,  EW, 2, RT_F_NOBOOL,              ew, ew, fmod) \
   _(EQ,         EW, 2, RT_F_COMM|RT_F_BOOLOUT|RT_F_NODIFF, ew, ew, 0) \
   _(NE,         EW, 2, RT_F_COMM|RT_F_BOOLOUT|RT_F_NODIFF, ew, ew, 0) \
   _(LT,         EW, 2, RT_F_BOOLOUT|RT_F_NODIFF, ew, ew, 0) \
@@ -90,6 +95,14 @@
   /* -- row-wise over attrs.i[0] */ \
   _(SOFTMAX,    ROW, 1, RT_F_FLOAT,              row, row, softmax) \
   _(LOG_SOFTMAX,ROW, 1, RT_F_FLOAT,              row, row, log_softmax) \
+  /* -- scans along attrs.i[0]; attrs.flags & 1: from the end (rt_scan.c) */ \
+  _(CUMSUM,     SCAN, 1, 0,                      scan, scan, cumsum) \
+  _(CUMPROD,    SCAN, 1, 0,                      scan, scan, cumprod) \
+  _(CUMMAX,     SCAN, 1, 0,                      scan, scan, cummaxmin) \
+  _(CUMMIN,     SCAN, 1, 0,                      scan, scan, cummaxmin) \
+  _(CUMARGMAX,  SCAN, 1, RT_F_LONGOUT|RT_F_NODIFF, scan, scan, 0) \
+  _(CUMARGMIN,  SCAN, 1, RT_F_LONGOUT|RT_F_NODIFF, scan, scan, 0) \
+  _(LOGCUMSUMEXP, SCAN, 1, RT_F_FLOAT,           scan, scan, logcumsumexp) \
   /* -- contraction */ \
   _(MATMUL,     CONTR, 2, RT_F_NOBOOL,           matmul, matmul, matmul) \
   /* -- attention (rt_attn.c): q, k, v[, mask]; attrs.i[0] causal, attrs.s[0] scale */ \

@@ -479,7 +479,8 @@ tide.inference_mode = tide.autograd.inference_mode
 
 -- the tensor ops composed in Lua (shape, contractions, pointwise composites): Tensor
 -- methods, and module functions that take no tensor first (meshgrid, einsum)
-for _, name in ipairs { "tide.ops_shape", "tide.ops_contract", "tide.ops_pointwise", "tide.ops_sort" } do
+for _, name in ipairs { "tide.ops_shape", "tide.ops_contract", "tide.ops_pointwise", "tide.ops_sort", "tide.ops_scan",
+                         "tide.ops_random" } do
   for k, v in pairs(require(name)) do if type(v) == "function" and tide[k] == nil then tide[k] = v end end
 end
 

@@ -165,8 +165,16 @@ end
 --- x or y elementwise, a bool tensor (nonzero is true).
 local unary = { "neg", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
   "tan", "tanh", "sigmoid", "relu", "silu", "erf", "floor", "ceil", "round", "logical_not" }
+--- Tensor:atan2(y) -> Tensor
+--- The angle of the point (y, x) elementwise: atan(self / other) in the right quadrant (float).
+--- Tensor:hypot(y) -> Tensor
+--- sqrt(x^2 + y^2) elementwise without overflow (float).
+--- Tensor:fmod(y) -> Tensor
+--- The remainder of x / y rounded toward zero: it has the dividend's sign (C's fmod; integers reject a zero divisor).
+--- Tensor:remainder(y) -> Tensor
+--- The remainder of x / y rounded down: it has the divisor's sign (Python's %; integers reject a zero divisor).
 local binary = { "add", "sub", "mul", "div", "pow", "minimum", "maximum", "eq", "ne", "lt", "le",
-  "gt", "ge", "logical_and", "logical_or" }
+  "gt", "ge", "logical_and", "logical_or", "atan2", "hypot", "fmod", "remainder" }
 for _, n in ipairs(unary) do T[n] = unop(OP[n], n) end
 for _, n in ipairs(binary) do T[n] = binop(OP[n], n) end
 T.negative, T.absolute, T.multiply, T.divide, T.subtract = T.neg, T.abs, T.mul, T.div, T.sub
