@@ -16,6 +16,8 @@ local targ = args.tensor
 local M = {}
 
 local function tide() return require "tide" end
+-- index tensors follow the data's device (a literal tide.long{...} with an OpenCL x)
+local function on(x, t) if t.device_type ~= x.device_type then return t:to(x.device) end return t end
 local function size_str(s) return "[" .. table.concat(s, ",") .. "]" end
 
 -- the broadcast of several shapes (tables), named in errors by fname
@@ -150,6 +152,7 @@ end
 --- Values of x at the 1-based indices along dim (x and indices broadcast over the other dims); without dim, of x flattened.
 function T.take_along_dim(x, idx, dim)
   targ(x, 1, "take_along_dim"); targ(idx, 2, "take_along_dim")
+  idx = on(x, idx)
   if dim == nil then return x:reshape(-1):gather(1, idx:reshape(-1)) end
   if x.ndim ~= idx.ndim then
     raise(("take_along_dim: input %s and indices %s must have the same number of dims"):format(
@@ -173,6 +176,7 @@ end
 
 -- (dim of x, 1-based indices) -> a bool mask of x's shape, true on the indexed slices
 local function slice_mask(x, d, idx, fname)
+  idx = on(x, idx)
   if idx.ndim > 1 then raise(("%s: index must be 1-D, got %s"):format(fname, size_str(idx:size())), 3) end
   local n = x:size(d)
   local hit = tide().zeros(n, { dtype = tide().int64, device = x.device })
@@ -195,7 +199,7 @@ end
 function T.index_copy(x, dim, idx, src)
   targ(x, 1, "index_copy"); targ(idx, 3, "index_copy"); targ(src, 4, "index_copy")
   local d = args.dim(dim, math.max(x.ndim, 1), "index_copy", 2)
-  local placed = tide().zeros_like(x):index_add(d, idx, src)
+  local placed = tide().zeros_like(x):index_add(d, on(x, idx), src)
   return tide().where(slice_mask(x, d, idx, "index_copy"), placed, x)
 end
 for _, n in ipairs { "index_fill", "index_copy" } do
@@ -224,7 +228,7 @@ function T.index_put(x, indices, values, accumulate)
   local b = broadcast("index_put", shapes)
   local lin, stride = nil, 1
   for i = k, 1, -1 do                                            -- flat 0-based position in the first k dims
-    local ix = indices[i]:expand(b):long()
+    local ix = on(x, indices[i]):expand(b):long()
     local bad = ix:lt(1):logical_or(ix:gt(s[i])):any()
     if not core.tracing() and bad:item() then
       raise(("index_put: an index for dim %d is out of range for size %d"):format(i, s[i]), 2)
