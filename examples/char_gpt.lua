@@ -4,12 +4,13 @@ King James Bible (Debian packages bible-kjv-text and bible-kjv, whose `bible`
 program prints the text): token + position embeddings, pre-LayerNorm blocks
 with causal self-attention and a GELU MLP, AdamW with weight decay on matrices
 only, linear warmup then cosine decay, gradient clipping. Prints train and
-validation loss, writes a checkpoint, resumes from it, and samples text.
+validation loss, writes a checkpoint, resumes from it, and samples text through
+tide.multinomial (temperature, optional top-k; seeded by --seed via tide.manual_seed).
 
   luajit examples/char_gpt.lua [--steps 300] [--batch 16] [--block 64] [--layers 4]
       [--heads 4] [--dim 128] [--lr 3e-3] [--warmup 30] [--eval-every 100]
       [--ckpt char_gpt.ckpt] [--resume 1] [--sample 300] [--prompt "And God said"]
-      [--temperature 0.8] [--text FILE] [--seed 0] [--bench N] [--compile 1]
+      [--temperature 0.8] [--top-k 0] [--text FILE] [--seed 0] [--bench N] [--compile 1]
       [--device cpu|opencl|opencl:N]
 
 --help lists the options. --steps is the total step count: with --resume 1 the
@@ -47,6 +48,7 @@ local opt = tide.cmdline.parse(arg, {
   { "sample", 300, "characters to sample at the end" },
   { "prompt", "And God said", "start of the sample" },
   { "temperature", 0.8, "sampling temperature" },
+  { "top-k", 0, "sample among the k most likely characters (0: all)" },
   { "text", "", "train on this text file instead of the Bible" },
   { "seed", 0, "random seed" },
   { "bench", 0, "N: time N training steps (after 5 warm-up steps) and exit" },
@@ -220,7 +222,10 @@ end
 
 -- -- Sampling ------------------------------------------------------------------------------------------
 
-local function sample(prompt, n, temperature)
+-- Each next character is drawn by tide.multinomial from the softmax of the last
+-- logits divided by the temperature, keeping only the top_k most likely ones
+-- (the others masked to -inf before the softmax), on tide's RNG: --seed repeats it.
+local function sample(prompt, n, temperature, top_k)
   model:eval()
   local ctx = vocab:encode(prompt):totable()
   local out = {}
@@ -229,14 +234,21 @@ local function sample(prompt, n, temperature)
       local lo = math.max(1, #ctx - opt.block + 1)
       local window = { unpack(ctx, lo) }
       local logits = model(tide.tensor({ window }, { dtype = "int64", device = opt.device }))
-      local p = (logits[{ 1, -1 }] / temperature):softmax(-1):totable()
-      local r, acc, pick = math.random(), 0, #p
-      for c = 1, #p do acc = acc + p[c]; if r < acc then pick = c; break end end
+      local l = (logits[{ 1, -1 }] / temperature):float():cpu()
+      if top_k > 0 and top_k < l:size(1) then
+        -- the k-th largest logit by k rounds of max (no sort needed), then mask below it
+        local m = l
+        local kth
+        for _ = 1, top_k do kth = m:max(); m = tide.where(m:ge(kth), -math.huge, m) end
+        l = tide.where(l:lt(kth), -math.huge, l)
+      end
+      local pick = tide.multinomial(l:softmax(-1), 1):item()
       ctx[#ctx + 1] = pick
       out[#out + 1] = pick
     end
   end)
   return prompt .. vocab:decode(out)
 end
-math.randomseed(opt.seed)
-print(("sample (temperature %.2f):\n%s"):format(opt.temperature, sample(opt.prompt, opt.sample, opt.temperature)))
+tide.manual_seed(opt.seed)
+print(("sample (temperature %.2f, top-k %d):\n%s"):format(opt.temperature, opt["top-k"],
+  sample(opt.prompt, opt.sample, opt.temperature, opt["top-k"])))
