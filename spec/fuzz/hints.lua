@@ -25,7 +25,8 @@ local win = "opts{stride=pair,padding=pair,dilation=pair}"
 -- -- Tensor methods -------------------------------------------------------------------------------
 
 for _, n in ipairs { "add", "sub", "mul", "div", "pow", "minimum", "maximum", "eq", "ne", "lt", "le", "gt", "ge",
-  "logical_and", "logical_or", "multiply", "divide", "subtract", "greater", "less", "equal_elems" } do
+  "logical_and", "logical_or", "multiply", "divide", "subtract", "greater", "less", "equal_elems",
+  "atan2", "hypot", "fmod", "remainder" } do
   H["T." .. n] = { args = binop }
   H["T." .. n .. "_"] = { args = binop }
 end
@@ -553,5 +554,27 @@ H["tide.searchsorted"] = { args = { "one{=tide.tensor({-1, 0, 2, 5})|t}", "one{t
 H["T.bucketize"] = { args = { "one{=tide.tensor({-1, 0, 2, 5})|t}", "opts{right=bool,out_int32=bool}" } }
 H["T.bincount"] = { self = "one{=tide.randint(0, 5, {7})|ti@0|t}", args = { "one{nil|=tide.rand(a0:numel())|t}", "one{int|nil}" } }
 H["T.histc"] = { args = { "one{int|nil}", "one{num|nil}", "one{num|nil}" } }
+-- -- Scans, indexing, sampling (tide.ops_scan, tide.ops_random) ------------------------------------
+for _, n in ipairs { "cumsum", "cumprod" } do H["T." .. n] = { args = { "one{dim@0|int|nil}", "one{nil|opts{dtype=dtype}}" } } end
+for _, n in ipairs { "cummax", "cummin", "logcumsumexp" } do H["T." .. n] = { args = { "one{dim@0|int|nil}" } } end
+H["T.nonzero"] = { args = { "one{nil|opts{as_tuple=bool}}" } }
+H["T.masked_select"] = { args = { "one{tb|=a0:gt(0)|t}" } }
+H["T.take_along_dim"] = { args = { "one{ti@0|=tide.randint(1, 3, a0:size())}", "one{dim@0|nil}" } }
+H["T.index_fill"] = { args = { "dim@0", "one{ti@0|=tide.long{1}}", "one{num|t}" } }
+H["T.index_fill_"] = H["T.index_fill"]
+H["T.index_copy"] = { args = { "dim@0", "one{ti@0|=tide.long{1}}", "one{tl@0|t}" } }
+H["T.index_copy_"] = H["T.index_copy"]
+H["T.index_put"] = { args = { "one{=({tide.long{1}})|=({tide.long{1}, tide.long{2, 1}})|lit{{}}|any}", "one{num|t}", "one{bool|nil}" } }
+H["T.index_put_"] = H["T.index_put"]
+H["T.masked_scatter"] = { args = { "one{tb|=a0:gt(0)|t}", "one{tl@0|t}" } }
+H["T.masked_scatter_"] = H["T.masked_scatter"]
+H["T.multinomial"] = { self = "one{=tide.rand(5)|=tide.rand(2, 4)|=tide.tensor({0, 1, -1})|t}",
+  args = { "one{int|=2}", "one{nil|opts{replacement=bool}}" } }
+H["T.bernoulli"] = { self = "one{=tide.rand(5)|t}", args = { "one{nil|num}" } }
+H["tide.normal"] = { args = { "one{t|num}", "one{t|num}", "one{nil|shape}" } }
+H["tide.randperm"] = { args = { "one{int|=5}", "opts{dtype=dtype,device=device}" } }
+H["T.uniform_"] = { args = { "one{nil|num}", "one{nil|num}" } }
+H["T.normal_"] = { args = { "one{nil|num}", "one{nil|num}" } }
+H["T.exponential_"] = { args = { "one{nil|num}" } }
 
 return H
