@@ -113,6 +113,95 @@ static Acc acc_init(int kind)
   return a;
 }
 
+/* -- Float cumsum of unit-stride lines --------------------------------------------------------
+** The common case gets two things the generic line cannot: block totals summed
+** in 8 partial sums (vectorizable; a fixed order, so still the same for any
+** thread count), and 4 segments (rows, or blocks of one row) scanned together,
+** 4 independent chains of double adds instead of one (the add's latency bounds
+** a single chain). Each value is still its segment's carry plus its elements
+** added in order, however the segments are grouped. */
+#define SUM_TOTAL(FN, T) \
+  static double FN(const T *x, int64_t m) { \
+    double a[8] = { 0 }; int64_t k = 0; \
+    for (; k + 8 <= m; k += 8) for (int q = 0; q < 8; q++) a[q] += (double)x[k + q]; \
+    double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); \
+    for (; k < m; k++) s += (double)x[k]; \
+    return s; }
+#define SUM_SEG4(FN, T) \
+  static void FN(const T *const *x, T *const *y, const int64_t *m, double *c, int nseg) { \
+    int64_t lo = 0; \
+    if (nseg == 4) { \
+      lo = m[0]; for (int q = 1; q < 4; q++) if (m[q] < lo) lo = m[q]; \
+      const T *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3]; T *y0 = y[0], *y1 = y[1], *y2 = y[2], *y3 = y[3]; \
+      double c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3]; \
+      for (int64_t k = 0; k < lo; k++) { \
+        c0 += (double)x0[k]; c1 += (double)x1[k]; c2 += (double)x2[k]; c3 += (double)x3[k]; \
+        y0[k] = (T)c0; y1[k] = (T)c1; y2[k] = (T)c2; y3[k] = (T)c3; } \
+      c[0] = c0; c[1] = c1; c[2] = c2; c[3] = c3; } \
+    for (int q = 0; q < nseg; q++) { double a = c[q]; \
+      for (int64_t k = lo; k < m[q]; k++) { a += (double)x[q][k]; y[q][k] = (T)a; } c[q] = a; } }
+SUM_TOTAL(sum_total_f32, float) SUM_TOTAL(sum_total_f64, double)
+SUM_SEG4(sum_seg4_f32, float) SUM_SEG4(sum_seg4_f64, double)
+
+typedef struct {
+  int f32;
+  const char *x; char *y;
+  int64_t es, lines, n, nblk, blk;
+  double *carry;                       /* [line][block] */
+} SumJob;
+
+/* segment i: block i % nblk of line i / nblk (nblk = 1: whole rows) */
+static void sum_seg(const SumJob *j, int64_t i, const char **x, char **y, int64_t *m)
+{
+  int64_t l = i / j->nblk, q = i % j->nblk, k0 = q * j->blk;
+  int64_t off = (l * j->n + k0) * j->es;
+  *x = j->x + off; *y = j->y + off;
+  *m = j->n - k0 < j->blk ? j->n - k0 : j->blk;
+}
+static void sum_totals(void *ctx, int64_t b, int64_t e)
+{
+  SumJob *j = ctx;
+  for (int64_t i = b; i < e; i++) {
+    const char *x; char *y; int64_t m;
+    sum_seg(j, i, &x, &y, &m);
+    j->carry[i] = j->f32 ? sum_total_f32((const float *)x, m) : sum_total_f64((const double *)x, m);
+  }
+}
+static void sum_groups(void *ctx, int64_t b, int64_t e)   /* groups of 4 segments */
+{
+  SumJob *j = ctx;
+  int64_t nseg = j->lines * j->nblk;
+  for (int64_t g = b; g < e; g++) {
+    const void *x[4]; void *y[4]; int64_t m[4]; double c[4];
+    int k = 0;
+    for (int64_t i = g * 4; i < nseg && k < 4; i++, k++) {
+      sum_seg(j, i, (const char **)&x[k], (char **)&y[k], &m[k]);
+      c[k] = j->carry ? j->carry[i] : 0;
+    }
+    if (j->f32) sum_seg4_f32((const float *const *)x, (float *const *)y, m, c, k);
+    else sum_seg4_f64((const double *const *)x, (double *const *)y, m, c, k);
+  }
+}
+
+static int sum_run(td_tensor *x, td_tensor *y, int64_t lines, int64_t n)
+{
+  SumJob j = { .f32 = x->scalar_type == TD_FLOAT32, .x = rt_ptr(x), .y = rt_ptr(y), .es = rt_dtype_size(x->scalar_type),
+               .lines = lines, .n = n, .nblk = 1, .blk = n };
+  if (n > SCAN_BLK) { j.blk = SCAN_BLK / 4; j.nblk = (n + j.blk - 1) / j.blk; }
+  int64_t nseg = lines * j.nblk, ngroups = (nseg + 3) / 4;
+  if (j.nblk > 1) {
+    if (!(j.carry = malloc((size_t)nseg * sizeof(double)))) return rt_err(TD_ERR_NOMEM, "cumsum: out of memory");
+    rt_parallel_for(nseg, 4, sum_totals, &j);
+    for (int64_t l = 0; l < lines; l++) {            /* carry-ins, left to right */
+      double a = 0;
+      for (int64_t q = 0; q < j.nblk; q++) { double t = j.carry[l * j.nblk + q]; j.carry[l * j.nblk + q] = a; a += t; }
+    }
+  }
+  rt_parallel_for(ngroups, (SCAN_BLK / 4 + n - 1) / n, sum_groups, &j);
+  free(j.carry);
+  return 0;
+}
+
 /* -- The kernel ---------------------------------------------------------------------------- */
 
 typedef struct {
@@ -167,6 +256,7 @@ static int scan_run(int kind, int rev, td_tensor *x, td_tensor *y, td_tensor *iy
   for (int d = dim + 1; d < x->ndim; d++) j.inner *= x->sizes[d];
   int64_t lines = j.outer * j.inner;
   if (x->nelem == 0) return 0;
+  if (kind == SK_SUM && j.isf && j.inner == 1 && !rev) return sum_run(x, y, lines, j.n);
   if (j.n <= SCAN_BLK) {
     rt_parallel_for(lines, (SCAN_BLK + j.n - 1) / j.n, scan_lines, &j);
     return 0;
