@@ -59,7 +59,7 @@ function T.cumsum(x, dim, opts)
   return tensor.op1(OP.cumsum, x, scan_attrs(x, dim, "cumsum"))
 end
 --- Tensor:cumprod(dim[, {dtype = }]) -> Tensor
---- Running products along dim (integers in int64); its gradient handles zeros as PyTorch's.
+--- Running products along dim (integers in int64); its gradient handles zeros as PyTorch's. On OpenCL it runs on the host.
 function T.cumprod(x, dim, opts)
   targ(x, 1, "cumprod")
   local dt = args.opts("cumprod", opts, "dtype", 3).dtype
@@ -67,7 +67,7 @@ function T.cumprod(x, dim, opts)
   return tensor.op1(OP.cumprod, x, scan_attrs(x, dim, "cumprod"))
 end
 --- Tensor:logcumsumexp(dim) -> Tensor
---- log(cumsum(exp(x))) along dim without overflow (float).
+--- log(cumsum(exp(x))) along dim without overflow (float). On OpenCL it runs on the host.
 function T.logcumsumexp(x, dim)
   targ(x, 1, "logcumsumexp")
   return tensor.op1(OP.logcumsumexp, x, scan_attrs(x, dim, "logcumsumexp"))
@@ -86,10 +86,10 @@ local function cumext(id, fname)
   end
 end
 --- Tensor:cummax(dim) -> values, indices
---- The running maximum along dim and the 1-based index where it was taken (the later one on ties; NaN propagates).
+--- The running maximum along dim and the 1-based index where it was taken (the later one on ties; NaN propagates). On OpenCL it runs on the host.
 T.cummax = cumext(OP.cummax, "cummax")
 --- Tensor:cummin(dim) -> values, indices
---- The running minimum along dim and the 1-based index where it was taken (the later one on ties; NaN propagates).
+--- The running minimum along dim and the 1-based index where it was taken (the later one on ties; NaN propagates). On OpenCL it runs on the host.
 T.cummin = cumext(OP.cummin, "cummin")
 
 -- -- Indexing ------------------------------------------------------------------------------------

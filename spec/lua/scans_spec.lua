@@ -57,6 +57,43 @@ describe("scans on long lines", function()
   end)
 end)
 
+describe("scans inside tide.compile and on OpenCL", function()
+  it("a compiled step's backward through every scan and the new elementwise ops equals eager", function()
+    tide.manual_seed(3)
+    local w = tide.randn(3, 5, { dtype = tide.float64, requires_grad = true })
+    local function step(x)
+      local y = w * x
+      local v = y:cumsum(2):sum() + y:cumprod(2):sum() + y:cummax(2):sum() + y:cummin(1):sum()
+        + y:logcumsumexp(1):sum() + tide.atan2(w, x):sum() + tide.hypot(w, x):sum() + w:remainder(0.7):sum() + w:fmod(-0.6):sum()
+      w.grad = nil
+      v:backward()
+      return v, w.grad
+    end
+    local x = tide.randn(3, 5, { dtype = tide.float64 })
+    local v1, g1 = step(x)
+    g1 = g1:clone()
+    local f = tide.compile(step)
+    for _ = 1, 2 do
+      local v2, g2 = f(x)
+      H.close(v2, v1:item(), 1e-12)
+      H.close(g2, g1:totable(), 1e-12)
+    end
+  end)
+
+  it("on OpenCL the scans run on the host and give device tensors (cummax's indices too)", function()
+    if not H.has_opencl() then pending("no OpenCL device") return end
+    local x = tide.randn(4, 6)
+    local d = x:to("opencl")
+    local v, i = d:cummax(2)
+    assert.equal("opencl", v.device.type or tostring(v.device):match("opencl"))
+    assert.equal("opencl", i.device.type or tostring(i.device):match("opencl"))
+    local cv, ci = x:cummax(2)
+    H.close(v:cpu(), cv:totable(), 0)
+    assert.same(ci:totable(), i:cpu():totable())
+    H.close(d:cumsum(1):cpu(), x:cumsum(1):totable(), 1e-6)
+  end)
+end)
+
 describe("random sampling on the Philox stream", function()
   local function counts(t, k)
     local c = {}
