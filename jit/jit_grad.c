@@ -473,6 +473,7 @@ RULE(cumprod, S0 | SO, {
 })
 /* cummax/cummin: each output's gradient goes to the element it took */
 RULE(cummaxmin, SA, {
+  if (k->n->edge[0].ndim == 0) return set(k, 0, G);      /* one element: it took its own */
   td_attrs s = { .ndims = -1, .dtype = -1, .i = { k->n->attrs.i[0] } };
   return set(k, 0, op3a(k, RT_OP_SCATTER_ADD, zeros_of(k, 0), k->n->aux, G, &s));
 })

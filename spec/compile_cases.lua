@@ -94,6 +94,11 @@ end
 local function ties(shape) return leaf(tide.randint(-2, 3, shape, { dtype = "float32" })) end
 local function ints(shape, dtype) return tide.randint(-5, 6, shape, { dtype = dtype or "int64" }) end
 local function smallpos(shape) return tide.randint(0, 4, shape, { dtype = "int64" }) end
+-- nonzero integer divisors, either sign
+local function nzints(shape)
+  local v = tide.randint(1, 6, shape, { dtype = "int64" })
+  return tide.where(tide.rand(shape):gt(0.5), v, -v)
+end
 local function bools(shape) return tide.rand(shape):gt(0.5) end
 -- an index tensor made inside a function: on the device of the tensor it indexes
 local function idx(list, like) return tide.tensor(list, { dtype = "int64", device = like and like.device }) end
@@ -286,6 +291,16 @@ local function int_binary(f, gb)
   }
 end
 
+local function scan(f, gen)
+  gen = gen or any
+  return {
+    { "dim 2 of (3,5)", function(x) return f(x, 2) end, function() return { gen { 3, 5 } } end },
+    { "dim 1 of (4,3)", function(x) return f(x, 1) end, function() return { gen { 4, 3 } } end },
+    { "dim 2 of (2,3,4), 1023", function(x) return f(x, 2) end, function() return { gen { 2, 1023, 2 } } end },
+    { "transposed argument, dim -1", function(x) return f(x:t(), -1) end, function() return { gen { 5, 3 } } end },
+  }
+end
+
 local function compare_op(f)
   return {
     { "7 with 7 (ties)", f, function() return { ties { 7 }, ties { 7 } } end },
@@ -387,6 +402,10 @@ local CASES = {
     { "int64 with int64", tide.pow, function() return { ints { 3, 4 }, smallpos { 3, 4 } } end },
     { "int64 with a number", function(a) return a ^ 2 end, function() return { ints { 7 } } end },
   }),
+  atan2 = binary(tide.atan2, any, nonzero),
+  hypot = binary(tide.hypot, nonzero),
+  fmod = cat(binary(tide.fmod, away(0.1, 0.5), away(0.6, 2)), int_binary(tide.fmod, nzints)),
+  remainder = cat(binary(tide.remainder, away(0.1, 0.5), away(0.6, 2)), int_binary(tide.remainder, nzints)),
   minimum = cat(binary(tide.minimum), int_binary(tide.minimum)),
   maximum = cat(binary(tide.maximum), int_binary(tide.maximum)),
   eq = compare_op(function(a, b) return tide.eq(a, b) end),
@@ -450,6 +469,18 @@ local CASES = {
       { args = T } },
     { "int64, dim 2 keepdim", function(x) return x:argmax(2, true) end, function() return { ints { 3, 5 } } end },
   },
+  cumsum = cat(scan(function(x, d) return x:cumsum(d) end), {
+    { "int32 into int64", function(x) return x:cumsum(1) end, function() return { ints({ 7 }, "int32") } end },
+    { "bool, dtype float32", function(x) return x:cumsum(2, { dtype = tide.float32 }) end, function() return { bools { 3, 4 } } end },
+  }),
+  cumprod = scan(function(x, d) return x:cumprod(d) end, away(0.5, 1.5)),
+  cummax = cat(scan(function(x, d) return (x:cummax(d)) end), {
+    { "indices with ties", function(x) local _, i = x:cummax(2); return i end, function() return { ties { 3, 9 } } end },
+  }),
+  cummin = scan(function(x, d) return (x:cummin(d)) end),
+  cumargmax = { { "cummax's indices, dim 1", function(x) local _, i = x:cummax(1); return i end, function() return { any { 6, 2 } } end } },
+  cumargmin = { { "cummin's indices, int64", function(x) local _, i = x:cummin(1); return i end, function() return { ints { 9 } } end } },
+  logcumsumexp = scan(function(x, d) return x:logcumsumexp(d) end),
   argmin = {
     { "dim 1", function(x) return x:argmin(1) end, function() return { any { 3, 5 } } end },
     { "all dims", function(x) return x:argmin() end, function() return { any { 3, 5 } } end },

@@ -90,6 +90,18 @@ local function reduction(f, gen)
   }
 end
 
+local function scan(f, gen)
+  gen = gen or any
+  return {
+    { "dim 2 of (3,5)", function(x) return f(x, 2) end, function() return { gen { 3, 5 } } end },
+    { "dim 1 of (4,3)", function(x) return f(x, 1) end, function() return { gen { 4, 3 } } end },
+    { "dim 2 of (2,3,4)", function(x) return f(x, 2) end, function() return { gen { 2, 3, 4 } } end },
+    { "1023", function(x) return f(x, 1) end, function() return { gen { 1023 } } end },
+    { "0-dim", function(x) return f(x, 1) end, function() return { gen {} } end },
+    { "transposed, dim -1", function(x) return f(x:t(), -1) end, function() return { gen { 5, 3 } } end },
+  }
+end
+
 local function cat(a, b) for _, v in ipairs(b) do a[#a + 1] = v end return a end
 
 -- slice_scatter has no Lua method: call it through the op table
@@ -116,6 +128,9 @@ local NODIFF = {
   topk = function(x) local _, i = x:topk(2, 1, false); return i end,
   mode = function(x) local _, i = x:round():mode(2); return i end,
   searchsorted = function(x) return tide.searchsorted((x:sort(2)), x) end,
+  -- the index records of cummax/cummin inside a trace, called through the op table here
+  cumargmax = function(x) local at = tensor.attrs(); at.i[0] = 1; return tensor.op1(require("tide.core").OP.cumargmax, x, at) end,
+  cumargmin = function(x) local at = tensor.attrs(); at.i[0] = 0; return tensor.op1(require("tide.core").OP.cumargmin, x, at) end,
   -- the fused backward runs when no graph of the gradient is recorded: dq, dk, dv of
   -- attention over x's rows (on a device: the composite formula's gradients)
   sdpa_backward = function(x)
@@ -159,6 +174,9 @@ local CASES = {
     { "integer exponent 3, negative base", function(x) return x ^ 3 end, function() return { nonzero { 7 } } end },
   }),
   minimum = binary(tide.minimum), maximum = binary(tide.maximum),
+  atan2 = binary(tide.atan2, any, nonzero), hypot = binary(tide.hypot, nonzero),
+  -- |a / b| in (0.05, 0.84): away from the jumps of fmod and remainder at integer quotients
+  fmod = binary(tide.fmod, away(0.1, 0.5), away(0.6, 2)), remainder = binary(tide.remainder, away(0.1, 0.5), away(0.6, 2)),
   where = {
     { "(7)", function(c, a, b) return tide.where(c, a, b) end,
       function() return { tide.rand(7):gt(0.5), any { 7 }, any { 7 } } end },
@@ -193,6 +211,16 @@ local CASES = {
     { "p=1, dim 2", function(x) return x:norm(1, 2) end, function() return { nonzero { 3, 5 } } end },
     { "p=3, all", function(x) return x:norm(3) end, function() return { nonzero { 3, 5 } } end },
     { "p=inf, dim 1", function(x) return x:norm("inf", 1) end, function() return { nonzero { 4, 3 } } end },
+  }),
+
+  cumsum = scan(m "cumsum"), cummax = scan(function(x, d) return (x:cummax(d)) end),
+  cummin = scan(function(x, d) return (x:cummin(d)) end), logcumsumexp = scan(m "logcumsumexp"),
+  cumprod = cat(scan(m "cumprod"), {
+    -- exact zeros: one in row 1 (position 2), two in row 2, none in row 3
+    { "with zeros, dim 2", function(x) return x:cumprod(2) end, function()
+      local x = any { 3, 5 }:detach()
+      x[{ 1, 2 }] = 0; x[{ 2, 1 }] = 0; x[{ 2, 4 }] = 0
+      return { leaf(x) } end },
   }),
 
   softmax = {
