@@ -17,7 +17,7 @@ local function tide() return require "tide" end
 local function like(x) return { dtype = x.dtype, device = x.device } end
 
 --- tide.multinomial(probs, num_samples[, {replacement = false}]) -> Tensor
---- 1-based category indices (int64) drawn from the rows of probs (1-D, or 2-D: one row per batch), proportional to the (unnormalized, non-negative) weights. Without replacement a row gives each category at most once (num_samples <= categories), drawn as PyTorch's: the largest p / q for q ~ Exp(1).
+--- 1-based category indices (int64) drawn from the rows of probs (1-D, or 2-D: one row per batch), proportional to the (unnormalized, non-negative) weights. Without replacement a row gives each category at most once (num_samples <= categories), drawn as PyTorch's: the largest p / q for q ~ Exp(1). Inside tide.compile the checks of the values (negative, all-zero rows) are skipped.
 function T.multinomial(p, n, opts)
   targ(p, 1, "multinomial")
   n = args.count(n, 2, "multinomial", "positive integer num_samples")

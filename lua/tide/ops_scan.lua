@@ -94,9 +94,9 @@ T.cummin = cumext(OP.cummin, "cummin")
 
 -- -- Indexing ------------------------------------------------------------------------------------
 
-local function data_dependent(fname)
+local function data_dependent(fname, what)
   if core.tracing() then
-    raise(fname .. ": the output's size depends on the input's values, which tide.compile cannot "
+    raise(fname .. ": " .. (what or "the output's size depends on the input's values") .. ", which tide.compile cannot "
       .. "trace; call it outside the compiled function", 3)
   end
 end
@@ -211,12 +211,25 @@ end
 --- index_copy in place.
 
 --- Tensor:index_put(indices, values[, accumulate = false]) -> Tensor
---- A copy of x with x[indices[1][k], indices[2][k], ...] = values[k] (index tensors broadcast together, 1-based; dims not indexed are whole slices); accumulate adds instead (repeated indices add up). Also index_put_ in place.
+--- A copy of x with x[indices[1][k], indices[2][k], ...] = values[k] (index tensors broadcast together, 1-based; a bool tensor stands for its true positions; dims not indexed are whole slices); accumulate adds instead (repeated indices add up). Also index_put_ in place.
 function T.index_put(x, indices, values, accumulate)
   targ(x, 1, "index_put")
   if type(indices) ~= "table" or is_tensor(indices) or #indices == 0 then
     args.argerr(2, "index_put", "non-empty table of index Tensors", indices)
   end
+  if #indices > x.ndim then
+    raise(("index_put: %d index tensors for a tensor with %d dims"):format(#indices, x.ndim), 2)
+  end
+  -- a bool index stands for the indices of its true elements over the dims it spans
+  local expanded = {}
+  for i = 1, #indices do
+    local t = targ(indices[i], 2, "index_put")
+    if t.dtype == tide().bool then
+      data_dependent("index_put", "a bool index stands for the positions of its true elements")
+      for _, c in ipairs(T.nonzero(t, { as_tuple = true })) do expanded[#expanded + 1] = c end
+    else expanded[#expanded + 1] = t end
+  end
+  indices = expanded
   if #indices > x.ndim then
     raise(("index_put: %d index tensors for a tensor with %d dims"):format(#indices, x.ndim), 2)
   end

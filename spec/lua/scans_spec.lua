@@ -40,6 +40,16 @@ describe("scans on long lines", function()
     for t = 2, 3 do for k = 1, 3 do assert.is_true(equal(outs[t][k], outs[1][k]), "threads " .. t) end end
   end)
 
+  it("index_put with a bool index sets the masked elements (and rows)", function()
+    local x = tide.arange(6, { dtype = tide.float64 }):view(2, 3)
+    local m = x:gt(2.5)
+    H.close(x:index_put({ m }, -1):reshape(-1), { 0, 1, 2, -1, -1, -1 }, 0)
+    H.close(x:index_put({ m }, tide.tensor({ 7, 8, 9 }, { dtype = tide.float64 }), true):reshape(-1), { 0, 1, 2, 10, 12, 14 }, 0)
+    H.close(x:clone():index_put_({ tide.tensor({ false, true }) }, 5):reshape(-1), { 0, 1, 2, 5, 5, 5 }, 0)
+    local f = tide.compile(function(a, b) return a:index_put({ b }, 0) end)
+    H.raises(function() return f(x, m) end, "index_put: a bool index stands for the positions of its true elements, which tide.compile cannot trace")
+  end)
+
   it("name the op and the values on bad input", function()
     H.raises(function() return tide.ones(2, 3):cumsum(3) end, "cumsum: dim 3")
     H.raises(function() return tide.ones(2, 3):cumsum() end, "bad argument #2 to 'cumsum'")
