@@ -223,8 +223,8 @@ end
 -- -- Sampling ------------------------------------------------------------------------------------------
 
 -- Each next character is drawn by tide.multinomial from the softmax of the last
--- logits divided by the temperature, keeping only the top_k most likely ones
--- (the others masked to -inf before the softmax), on tide's RNG: --seed repeats it.
+-- logits divided by the temperature, among the top_k most likely ones (tide.topk)
+-- when top_k > 0, on tide's RNG: --seed repeats it.
 local function sample(prompt, n, temperature, top_k)
   model:eval()
   local ctx = vocab:encode(prompt):totable()
@@ -235,14 +235,13 @@ local function sample(prompt, n, temperature, top_k)
       local window = { unpack(ctx, lo) }
       local logits = model(tide.tensor({ window }, { dtype = "int64", device = opt.device }))
       local l = (logits[{ 1, -1 }] / temperature):float():cpu()
-      if top_k > 0 and top_k < l:size(1) then
-        -- the k-th largest logit by k rounds of max (no sort needed), then mask below it
-        local m = l
-        local kth
-        for _ = 1, top_k do kth = m:max(); m = tide.where(m:ge(kth), -math.huge, m) end
-        l = tide.where(l:lt(kth), -math.huge, l)
+      local pick
+      if top_k > 0 and top_k < l:size(1) then          -- among the k largest (1-based indices)
+        local v, idx = l:topk(top_k)
+        pick = idx[tide.multinomial(v:softmax(-1), 1):item()]:item()
+      else
+        pick = tide.multinomial(l:softmax(-1), 1):item()
       end
-      local pick = tide.multinomial(l:softmax(-1), 1):item()
       ctx[#ctx + 1] = pick
       out[#out + 1] = pick
     end

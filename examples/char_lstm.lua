@@ -20,7 +20,7 @@ warm-up steps) and prints the median. `make lstm` installs the packages and
 runs it.
 
 Top-k sampling: the k most likely characters (tide's topk), renormalized;
-the draw itself comes from tide's random stream (tide.rand), so --seed makes
+the draw itself is tide.multinomial on tide's random stream, so --seed makes
 the sample reproducible.
 --]]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
@@ -163,11 +163,7 @@ end
 -- a character drawn from the k most likely of the logits row (V), scaled by the temperature
 local function top_k(logits, k, temperature)
   local v, idx = logits:topk(math.min(k, logits:size(1)))      -- the k largest and their 1-based indices
-  local p = (v / temperature):softmax(1):totable()
-  local order = idx:totable()
-  local r, acc = tide.rand(1):item(), 0                           -- tide's random stream: --seed decides
-  for i = 1, #p do acc = acc + p[i]; if r < acc then return order[i] end end
-  return order[#p]
+  return idx[tide.multinomial((v / temperature):softmax(1), 1):item()]:item()   -- tide's random stream: --seed decides
 end
 
 local function sample(prompt, n)
