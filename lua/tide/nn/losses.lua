@@ -16,7 +16,8 @@ local M = {}
 
 local function fmt_shape(s) return "[" .. table.concat(s, ",") .. "]" end
 
-local function quoted(v) return type(v) == "string" and ("'" .. v .. "'") or tostring(v) end
+local U = require "tide.nn.loss_util"
+local quoted, reduction_of, reduce, float_tensor = U.quoted, U.reduction_of, U.reduce, U.float_tensor
 
 -- opts: nil or a table whose keys are all in `allowed` (a typo must not pass silently)
 local function options(fname, opts, argn, allowed) return args.opts(fname, opts, allowed, argn) end
@@ -25,28 +26,6 @@ local function set(...)
   local s = {}
   for _, k in ipairs { ... } do s[k] = true end
   return s
-end
-
-local function reduction_of(fname, opts, batchmean)
-  local r = opts.reduction
-  if r == nil then return "mean" end
-  if r == "none" or r == "mean" or r == "sum" or (batchmean and r == "batchmean") then return r end
-  raise(("%s: reduction must be 'none', %s'mean' or 'sum', got %s"):format(fname,
-    batchmean and "'batchmean', " or "", quoted(r)))
-end
-
-local function reduce(loss, reduction)
-  if reduction == "none" then return loss end
-  if reduction == "sum" then return loss:sum() end
-  return loss:mean()
-end
-
-local function float_tensor(fname, x, argn, what)
-  if not is_tensor(x) then argerr(argn, fname, "Tensor", x) end
-  if not x:is_floating_point() then
-    raise(("%s: %s must be a floating-point tensor, got %s"):format(fname, what, x.dtype.name))
-  end
-  return x
 end
 
 local function same_shape(fname, input, target)

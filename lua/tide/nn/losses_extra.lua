@@ -27,28 +27,8 @@ local argerr, shape_str, where = tensor.argerr, tensor.shape_str, tensor.where
 
 local M = {}
 
-local function quoted(v) return type(v) == "string" and ("'" .. v .. "'") or tostring(v) end
-
-local function reduction_of(fname, opts)
-  local r = opts.reduction
-  if r == nil then return "mean" end
-  if r == "none" or r == "mean" or r == "sum" then return r end
-  raise(("%s: reduction must be 'none', 'mean' or 'sum', got %s"):format(fname, quoted(r)))
-end
-
-local function reduce(loss, reduction)
-  if reduction == "none" then return loss end
-  if reduction == "sum" then return loss:sum() end
-  return loss:mean()
-end
-
-local function float_tensor(fname, x, argn, what)
-  if not is_tensor(x) then argerr(argn, fname, "Tensor", x) end
-  if not x:is_floating_point() then
-    raise(("%s: %s must be a floating-point tensor, got %s"):format(fname, what, x.dtype.name))
-  end
-  return x
-end
+local U = require "tide.nn.loss_util"
+local quoted, reduction_of, reduce, float_tensor = U.quoted, U.reduction_of, U.reduce, U.float_tensor
 
 local function any_tensor(fname, x, argn)
   if not is_tensor(x) then argerr(argn, fname, "Tensor", x) end
