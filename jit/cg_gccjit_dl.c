@@ -21,7 +21,7 @@ static void gj_open(void)
 {
   const char *name = getenv("TIDE_GCCJIT");
   if (!name || !*name) name = "libgccjit.so.0";
-  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);   /* never unloaded: sanitizers and debuggers still name its frames at exit */
   if (!h) {
     const char *why = dlerror();
     snprintf(gj_err, sizeof gj_err, "tide.compile: %s not found (apt install libgccjit0); eager ops still work (%s)",

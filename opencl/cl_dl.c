@@ -14,7 +14,7 @@ OclApi ocl_api;
 
 int ocl_dl(const char *name, const char *hint, const char *const *syms, void **fns, int n)
 {
-  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);   /* never unloaded: sanitizers and debuggers still name its frames at exit */
   if (!h) {
     const char *why = dlerror();
     return rt_err(TD_ERR_DEVICE, "opencl: %s not found (%s); CPU tensors still work (%s)", name, hint,

@@ -107,6 +107,10 @@ typedef struct {
   int failed;                        /* a worker's buffer could not be allocated */
 } ConvPlan;
 
+/* A block's partials: dW's OK values (es bytes each), then db's O doubles,
+** which start 8-byte aligned (OK * 4 bytes need not be). */
+static size_t wpart_bytes(int64_t OK, size_t es) { return ((size_t)OK * es + 7) & ~(size_t)7; }
+
 /* the tile's windows into cols, rows ld apart */
 static void im2col(const ConvPlan *p, const void *xn, void *cols, int64_t l0, int64_t lt, int64_t ld)
 {
@@ -184,7 +188,7 @@ static void conv_bwd_range(void *ctx, int64_t b, int64_t e)
   if (!one && !cols) { __atomic_store_n(&((ConvPlan *)p)->failed, 1, __ATOMIC_RELAXED); return; }
   for (int64_t k = b; k < e; k++) {
     char *pw = j->dw ? p->part + k * p->part_stride : NULL;
-    double *pb = j->db ? (double *)(p->part + k * p->part_stride + (size_t)(g->O * p->K) * es) : NULL;
+    double *pb = j->db ? (double *)(p->part + k * p->part_stride + wpart_bytes(g->O * p->K, es)) : NULL;
     if (pb) memset(pb, 0, (size_t)g->O * sizeof(double));
     int64_t n0 = k * p->bsz, n1 = n0 + p->bsz < g->N ? n0 + p->bsz : g->N;
     if (p->nb > 1) {               /* dW from sub-batches of nb images side by side; then dX */
@@ -267,7 +271,7 @@ static void conv_part_range(void *ctx, int64_t b, int64_t e)
     } else {
       if (!j->db) continue;
       for (int64_t k = 0; k < p->nblk; k++)
-        acc += ((const double *)(p->part + k * p->part_stride + (size_t)OK * es))[i - OK];
+        acc += ((const double *)(p->part + k * p->part_stride + wpart_bytes(OK, es)))[i - OK];
       if (f64) ((double *)j->db)[i - OK] = acc; else ((float *)j->db)[i - OK] = (float)acc;
     }
   }
@@ -346,7 +350,7 @@ static int conv_run(const RtConvJob *j)
   if (p.bsz < p.nb) p.bsz = p.nb;
   p.nblk = g->N > 0 ? (g->N + p.bsz - 1) / p.bsz : 0;
   if (part) {
-    p.part_stride = ((size_t)(g->O * p.K) * es + (size_t)g->O * sizeof(double) + 63) & ~(size_t)63;
+    p.part_stride = (wpart_bytes(g->O * p.K, es) + (size_t)g->O * sizeof(double) + 63) & ~(size_t)63;
     if (!(p.part = malloc(p.part_stride * (size_t)(p.nblk > 0 ? p.nblk : 1))))
       return rt_err(TD_ERR_NOMEM, "conv2d: out of memory");
   }

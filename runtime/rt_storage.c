@@ -337,7 +337,7 @@ TD_API int td_blob_released(int64_t *ids, int max)
 {
   pthread_mutex_lock(&note_mu);
   int k = note_n < max ? note_n : max;
-  memcpy(ids, note_ids + (note_n - k), (size_t)k * sizeof *ids);
+  if (k > 0) memcpy(ids, note_ids + (note_n - k), (size_t)k * sizeof *ids);
   note_n -= k;
   pthread_mutex_unlock(&note_mu);
   return k;

@@ -27,13 +27,23 @@ pcall(ffi.cdef, "int isatty(int fd);")
 
 -- -- --version --------------------------------------------------------------------------------
 
+-- ffi.load of a library that stays loaded for the process, as tide's own
+-- dlopen of it does (RTLD_NODELETE): LuaJIT unloads what ffi.load loaded when
+-- the state closes, and the leak checker then cannot name the library's frames
+pcall(ffi.cdef, "void *tide_cmd_dlopen(const char *name, int flags) __asm__(\"dlopen\");")
+local function load_kept(name)
+  local ok, lib = pcall(ffi.load, name)
+  if ok then ffi.C.tide_cmd_dlopen(name, 0x1002) end   -- RTLD_NOW | RTLD_NODELETE: pins it
+  return ok, lib
+end
+
 -- libgccjit's version from the library itself (the file tide.compile would load:
 -- TIDE_GCCJIT or libgccjit.so.0), or why not
 local function gccjit_version()
   pcall(ffi.cdef, "int gcc_jit_version_major(void); int gcc_jit_version_minor(void); int gcc_jit_version_patchlevel(void);")
   local name = os.getenv("TIDE_GCCJIT")
   if name == nil or name == "" then name = "libgccjit.so.0" end
-  local ok, lib = pcall(ffi.load, name)
+  local ok, lib = load_kept(name)
   if not ok then return "not found (" .. name .. "; tide.compile needs it, eager ops do not)" end
   local ok2, v = pcall(function()
     return ("%d.%d.%d"):format(lib.gcc_jit_version_major(), lib.gcc_jit_version_minor(), lib.gcc_jit_version_patchlevel())
@@ -52,7 +62,7 @@ local function opencl_devices()
   int clGetDeviceInfo(void *d, uint32_t what, size_t size, void *value, size_t *ret);]])
   local name = os.getenv("TIDE_OPENCL_LIB")
   if name == nil or name == "" then name = "libOpenCL.so.1" end
-  local ok, cl = pcall(ffi.load, name)
+  local ok, cl = load_kept(name)
   if not ok then return {}, name .. " not found; OpenCL tensors need it, CPU tensors do not" end
   local out = {}
   pcall(function()
