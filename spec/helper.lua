@@ -214,4 +214,26 @@ H.asan = (function()
   return maps:find("libasan", 1, true) ~= nil
 end)()
 
+-- f(...) with the eager fast paths off (F.fused = false): the composite path
+function H.composite(f, ...)
+  local F = tide.nn.functional
+  F.fused = false
+  local r = { pcall(f, ...) }
+  F.fused = true
+  if not r[1] then error(r[2], 0) end
+  return unpack(r, 2)
+end
+
+-- y = f() and the gradients of (y * v):sum() w.r.t. inputs (v: randn, seed 11)
+function H.value_and_grads(f, inputs)
+  for _, x in ipairs(inputs) do x.grad = nil end
+  local y = f()
+  tide.manual_seed(11)
+  local v = tide.randn(y:size(), { dtype = y.dtype })
+  ;(y * v):sum():backward()
+  local gs = {}
+  for i, x in ipairs(inputs) do gs[i] = x.grad end
+  return y:detach(), gs
+end
+
 return H

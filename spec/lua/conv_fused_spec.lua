@@ -9,25 +9,7 @@ local H = require "helper"
 local F = tide.nn.functional
 local A = tide.autograd
 
-local function composite(f, ...)
-  F.fused = false
-  local r = { pcall(f, ...) }
-  F.fused = true
-  if not r[1] then error(r[2], 0) end
-  return unpack(r, 2)
-end
-
--- y and the gradients of (y * v):sum() w.r.t. the inputs that require grad
-local function run(f, inputs)
-  for _, x in ipairs(inputs) do x.grad = nil end
-  local y = f()
-  tide.manual_seed(11)
-  local v = tide.randn(y:size(), { dtype = y.dtype })
-  ;(y * v):sum():backward()
-  local gs = {}
-  for i, x in ipairs(inputs) do gs[i] = x.grad end
-  return y:detach(), gs
-end
+local composite, run = H.composite, H.value_and_grads
 
 local function agree(f, inputs, tol, what)
   local yf, gf = run(f, inputs)

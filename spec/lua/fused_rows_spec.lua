@@ -9,14 +9,7 @@ local H = require "helper"
 local F = tide.nn.functional
 local A = tide.autograd
 
--- f() with the composite forms
-local function composite(f, ...)
-  F.fused = false
-  local r = { pcall(f, ...) }
-  F.fused = true
-  if not r[1] then error(r[2], 0) end
-  return unpack(r, 2)
-end
+local composite = H.composite   -- f() with the composite forms
 
 -- the op events of a profile of fn (names), and the backward nodes run
 local function events(fn)

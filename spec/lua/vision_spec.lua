@@ -189,23 +189,7 @@ end)
 -- float64 gradcheck to the second order (the create_graph backward composes ops).
 describe("fused conv_transpose2d", function()
   local A = tide.autograd
-  local function composite(f, ...)
-    F.fused = false
-    local r = { pcall(f, ...) }
-    F.fused = true
-    if not r[1] then error(r[2], 0) end
-    return unpack(r, 2)
-  end
-  local function run(f, inputs)
-    for _, x in ipairs(inputs) do x.grad = nil end
-    local y = f()
-    tide.manual_seed(11)
-    local v = tide.randn(y:size(), { dtype = y.dtype })
-    ;(y * v):sum():backward()
-    local gs = {}
-    for i, x in ipairs(inputs) do gs[i] = x.grad end
-    return y:detach(), gs
-  end
+  local composite, run = H.composite, H.value_and_grads
   local TOL = { float32 = 2e-4, float64 = 1e-10 }
   -- name, N, Cin, H, W, Cout, kh, kw, opts
   local cases = {
