@@ -289,8 +289,14 @@ static int conv_dx_flipped(const RtConvJob *j)
   const RtConvGeom *g = &j->g;
   int64_t qh = g->dh * (g->kh - 1) - g->ph, qw = g->dw * (g->kw - 1) - g->pw;
   int64_t Og = g->O / g->G, Cg = g->C / g->G, kk = g->kh * g->kw;
-  /* the flipped product has Cg rows: few make a poor GEMM (col2im's has Cg kh kw) */
-  if (g->sh != 1 || g->sw != 1 || qh < 0 || qw < 0 || conv_is_1x1(g) || Cg < 32) return 1;
+  /* the flipped product has Cg rows: few make a poor GEMM (col2im's has Cg kh kw);
+  ** rt_convmk.c's tiles (float32, x86-64-v4) have 8 rows */
+#if defined(RT_ISA_V4)
+  int64_t min_rows = j->dtype == TD_FLOAT32 ? 8 : 32;
+#else
+  int64_t min_rows = 32;
+#endif
+  if (g->sh != 1 || g->sw != 1 || qh < 0 || qw < 0 || conv_is_1x1(g) || Cg < min_rows) return 1;
   size_t es = rt_dtype_size(j->dtype);
   char *wf = malloc((size_t)(g->C * Og * kk) * es);
   if (!wf) return rt_err(TD_ERR_NOMEM, "conv2d_backward: out of memory");
@@ -308,9 +314,25 @@ static int conv_dx_flipped(const RtConvJob *j)
   return rc;
 }
 
+int RT_ISA_FN(rt_conv_mk)(const RtConvJob *j);    /* rt_convmk.c: 1 when it does not apply */
+
 static int conv_run(const RtConvJob *j)
 {
   const RtConvGeom *g = &j->g;
+  if (j->kind == RT_CONV_FWD) {
+    int rc = RT_ISA_FN(rt_conv_mk)(j);
+    if (rc != 1) return rc;
+  } else if (j->dw || j->db) {        /* dW and db by the register tiles where they apply, dX below */
+    RtConvJob wj = *j;
+    wj.dx = NULL;
+    int rc = RT_ISA_FN(rt_conv_mk)(&wj);
+    if (rc != 1) {
+      if (rc < 0 || !j->dx) return rc;
+      RtConvJob xj = *j;
+      xj.dw = NULL; xj.db = NULL;
+      return conv_run(&xj);
+    }
+  }
   ConvPlan p = { .j = j, .Cg = g->C / g->G, .Og = g->O / g->G, .L = g->OH * g->OW };
   p.K = p.Cg * g->kh * g->kw;
   p.lt = conv_tile(p.K, p.L);

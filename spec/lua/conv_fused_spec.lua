@@ -31,6 +31,14 @@ describe("fused conv2d", function()
     { "several tiles", 1, 30, 33, 32, 4, 3, 3, { padding = 1 } },
     { "several images per GEMM", 19, 2, 5, 5, 3, 3, 3, { padding = 1 } },
     { "padding larger than the kernel's reach", 2, 2, 4, 4, 3, 2, 2, { padding = 2 } },
+    -- float32 stride 1 runs on rt_convmk.c's register tiles: output channels past
+    -- one 8-row block, and past one 16/32-column dW tile (its three shapes)
+    { "40 output channels, 64 inputs", 2, 64, 9, 11, 40, 3, 3, { padding = 1 } },
+    { "20 output channels, rows of 60", 1, 5, 5, 60, 20, 3, 3, { padding = { 0, 1 } } },
+    { "72 output channels, groups 3, dilation (2, 1)", 2, 6, 8, 7, 72, 3, 2, { groups = 3, dilation = { 2, 1 }, padding = 2 } },
+    -- strides: the input split into stride phases (rt_convmk.c)
+    { "stride (3, 2), 40 output channels", 2, 5, 13, 12, 40, 3, 3, { stride = { 3, 2 }, padding = 1 } },
+    { "stride 2, dilation 2, 5x4 kernel", 1, 3, 15, 14, 9, 5, 4, { stride = 2, dilation = 2, padding = { 2, 3 } } },
   }
   for _, dt in ipairs { tide.float32, tide.float64 } do
     for _, c in ipairs(cases) do
@@ -46,6 +54,31 @@ describe("fused conv2d", function()
       end)
     end
   end
+
+  it("an infinity reaches only the outputs and gradients whose windows hold it", function()
+    -- rt_convmk.c computes dropped columns past each row's end, which read the
+    -- next row: they must not leak into what is kept
+    for _, at in ipairs { { 1, 2, 3, 7 }, { 2, 1, 1, 1 }, { 2, 3, 6, 4 } } do
+      tide.manual_seed(4)
+      local xv = tide.randn(2, 3, 6, 7)
+      xv[at[1]][at[2]][at[3]][at[4]] = 1 / 0
+      local x = xv:requires_grad_()
+      local w = (tide.randn(5, 3, 3, 3) * 0.3):requires_grad_()
+      local b = tide.randn(5):requires_grad_()
+      local f = function() return F.conv2d(x, w, b, { padding = 1 }) end
+      local yf, gf = run(f, { x, w, b })
+      local yc, gc = composite(run, f, { x, w, b })
+      for i, pair in ipairs { { yf, yc }, { gf[1], gc[1] }, { gf[2], gc[2] }, { gf[3], gc[3] } } do
+        local u, v = pair[1]:flatten():totable(), pair[2]:flatten():totable()
+        for k = 1, #v do
+          local a, c = u[k], v[k]
+          local ok = (a ~= a and c ~= c) or a == c or math.abs(a - c) <= 1e-3 * math.max(1, math.abs(c))
+          assert(ok, ("infinity at {%s}, result %d, element %d: %s vs the composite's %s"):format(
+            table.concat(at, ","), i, k, a, c))
+        end
+      end
+    end
+  end)
 
   it("conv1d and a non-contiguous input", function()
     local x = tide.randn(2, 3, 17, { dtype = tide.float64 }):requires_grad_()

@@ -1,0 +1,327 @@
+/*
+** rt_convmk.c -- float32 convolution on tide's own register tiles
+** (the x86-64-v4 variant; other ISAs and float64 keep rt_convgemm.c's
+** im2col tiles + OpenBLAS). Runtime stage, called by rt_convgemm.c.
+**
+** Implicit GEMM on a zero-padded copy of the input, split into stride phases.
+** With the input planes padded to Hp x Wp and each cut into sh sw phase
+** planes of Hq x Wq (phase (a, b) holds the padded rows a, a + sh, ... and
+** columns b, b + sw, ...), output position (oh, ow) reads, for tap (ki, kj),
+**   xpad[c, oh sh + ki dh, ow sw + kj dw] = xp[off(c, ki, kj) + l'],  l' = oh Wq + ow,
+**   off = c sh sw Hq Wq + ((ki dh % sh) sw + kj dw % sw) Hq Wq + (ki dh / sh) Wq + kj dw / sw,
+** so in the column space l' in [0, OH Wq) every tap's operand row is a
+** contiguous run of xp, for any stride: a tile of output positions is a GEMM
+** whose B rows are read in place (no im2col matrix, no packing of B). The
+** columns with ow >= OW (Wq - OW of each row) are computed and dropped; a
+** valid column reads only its own phase plane.
+**   forward  y[o, l] = sum_k W[o, k] xp[off_k + l']: 8 output channels x 48
+**            columns per register tile (24 zmm accumulators), the weights
+**            packed by 8 rows so a tile broadcasts contiguous floats;
+**   dW       dW[o, k] = sum_l dY[o, l] xp[off_k + l']: taps x channels per
+**            tile, the tap rows read in place (one pointer per tile row, the
+**            valid columns only), dY packed transposed by panels of channels.
+** dX is the flipped convolution (rt_convgemm.c), i.e. this forward.
+** Sums run in float in k order (forward) or position order (dW, over the
+** image blocks of rt_convgemm.c's partials), so results do not depend on the
+** thread count.
+*/
+#include "rt.h"
+#include "rt_isa.h"
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(RT_ISA_V4)
+
+#include "rt_tile.h"
+#define PART_ELEMS (1 << 22)                  /* dW partials per block, at most (as rt_convgemm.c) */
+
+typedef struct {
+  const RtConvJob *j;
+  int64_t Cg, Og, K, Hq, Wq, CS, L2;          /* phase planes, channel stride CS = sh sw Hq Wq, L2 = OH Wq */
+  float *xp;                                  /* N C channels of phase planes, then zeros (mk_xp_bytes) */
+  int64_t *off;                               /* K tap offsets within a group's planes */
+  float *wp;                                  /* forward: weights by FMR rows [g][rb][k][FMR] */
+  int64_t nrb, ppi, nit;                      /* forward: row blocks, panels per item, items per (n, g) */
+  int64_t bsz, nblk, rows;                    /* dW: images per block, blocks, output rows per tile */
+  float *part;                                /* dW: per block G K Og floats ([g][k][o]), then O doubles */
+  size_t pstride;
+  int failed;
+} Mk;
+
+/* -- The padded input in phases --------------------------------------------------------------- */
+
+static void pad_range(void *ctx, int64_t b, int64_t e)
+{
+  const Mk *m = ctx;
+  const RtConvGeom *g = &m->j->g;
+  int64_t H = g->H, W = g->W, Hq = m->Hq, Wq = m->Wq;
+  for (int64_t p = b; p < e; p++) {
+    const float *s = (const float *)m->j->x + p * H * W;
+    for (int64_t a = 0; a < g->sh; a++)
+      for (int64_t bb = 0; bb < g->sw; bb++)
+        for (int64_t i = 0; i < Hq; i++) {
+          float *d = m->xp + p * m->CS + ((a * g->sw + bb) * Hq + i) * Wq;
+          int64_t ih = i * g->sh + a - g->ph;
+          if (ih < 0 || ih >= H) { memset(d, 0, (size_t)Wq * 4); continue; }
+          const float *sr = s + ih * W;
+          if (g->sw == 1) {
+            memset(d, 0, (size_t)g->pw * 4);
+            memcpy(d + g->pw, sr, (size_t)W * 4);
+            memset(d + g->pw + W, 0, (size_t)(Wq - g->pw - W) * 4);
+          } else
+            for (int64_t t = 0; t < Wq; t++) {
+              int64_t iw = t * g->sw + bb - g->pw;
+              d[t] = iw >= 0 && iw < W ? sr[iw] : 0.0f;
+            }
+        }
+  }
+}
+
+/* the phase planes and the zeros after them: the last tiles' dropped columns read past the end */
+static size_t mk_xp_bytes(const RtConvJob *j)
+{
+  const RtConvGeom *g = &j->g;
+  int64_t Hq = (g->H + 2 * g->ph + g->sh - 1) / g->sh, Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
+  return ((size_t)(g->N * g->C * g->sh * g->sw * Hq * Wq) + FNR + g->kw * g->dw + 64) * 4;
+}
+
+static int mk_setup(Mk *m, const RtConvJob *j)
+{
+  const RtConvGeom *g = &j->g;
+  m->j = j;
+  m->Cg = g->C / g->G; m->Og = g->O / g->G; m->K = m->Cg * g->kh * g->kw;
+  m->Hq = (g->H + 2 * g->ph + g->sh - 1) / g->sh; m->Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
+  m->CS = g->sh * g->sw * m->Hq * m->Wq; m->L2 = g->OH * m->Wq;
+  size_t planes = (size_t)(g->N * g->C * m->CS), bytes = mk_xp_bytes(j);
+  m->xp = rt_alloc(bytes);                    /* the caching allocator: pages already faulted in */
+  m->off = malloc((size_t)m->K * sizeof *m->off);
+  if (!m->xp || !m->off) return -1;
+  memset(m->xp + planes, 0, bytes - planes * 4);
+  int64_t pq = m->Hq * m->Wq;
+  for (int64_t c = 0, k = 0; c < m->Cg; c++)
+    for (int64_t ki = 0; ki < g->kh; ki++)
+      for (int64_t kj = 0; kj < g->kw; kj++) {
+        int64_t rh = ki * g->dh, rw = kj * g->dw;
+        m->off[k++] = c * m->CS + ((rh % g->sh) * g->sw + rw % g->sw) * pq + rh / g->sh * m->Wq + rw / g->sw;
+      }
+  rt_parallel_for(g->N * g->C, 1 + 65536 / (m->CS > 0 ? m->CS : 1), pad_range, m);
+  return 0;
+}
+
+/* -- Forward (the tile is rt_tile.h's) ------------------------------------------------------ */
+
+/* a tile's valid columns (ow < OW, l' < L2) of mr rows into y (plus the bias) */
+static void store_fwd(const Mk *m, const float *out, int64_t mr, int64_t c0, float *y, const float *bias)
+{
+  const RtConvGeom *g = &m->j->g;
+  int64_t L = g->OH * g->OW, Wq = m->Wq, oh = c0 / Wq, ow = c0 - oh * Wq;
+  for (int64_t jj = 0; jj < FNR && c0 + jj < m->L2; ) {
+    int64_t run = FNR - jj;
+    if (run > Wq - ow) run = Wq - ow;
+    if (run > m->L2 - c0 - jj) run = m->L2 - c0 - jj;
+    int64_t valid = ow < g->OW ? (g->OW - ow < run ? g->OW - ow : run) : 0;
+    for (int64_t r = 0; r < mr && valid > 0; r++) {
+      float *d = y + r * L + oh * g->OW + ow, bv = bias ? bias[r] : 0.0f;
+      const float *s = out + r * FNR + jj;
+      for (int64_t t = 0; t < valid; t++) d[t] = s[t] + bv;
+    }
+    jj += run; ow += run;
+    if (ow == Wq) { ow = 0; oh++; }
+  }
+}
+
+static void fwd_range(void *ctx, int64_t b, int64_t e)
+{
+  const Mk *m = ctx;
+  const RtConvJob *j = m->j;
+  const RtConvGeom *g = &j->g;
+  float out[FMR * FNR];
+  for (int64_t u = b; u < e; u++) {
+    int64_t n = u / (g->G * m->nit), gi = (u / m->nit) % g->G, it = u % m->nit;
+    const float *xg = m->xp + (n * g->C + gi * m->Cg) * m->CS;
+    float *yg = (float *)j->y + (n * g->O + gi * m->Og) * g->OH * g->OW;
+    for (int64_t p = it * m->ppi; p < (it + 1) * m->ppi; p++) {
+      int64_t c0 = p * FNR;
+      if (c0 >= m->L2) break;
+      for (int64_t rb = 0; rb < m->nrb; rb++) {
+        int64_t o0 = rb * FMR, mr = m->Og - o0 < FMR ? m->Og - o0 : FMR;
+        tile_fwd(m->K, m->wp + (gi * m->nrb + rb) * m->K * FMR, xg + c0, m->off, out);
+        store_fwd(m, out, mr, c0, yg + o0 * g->OH * g->OW, j->b ? (const float *)j->b + gi * m->Og + o0 : NULL);
+      }
+    }
+  }
+}
+
+static int mk_fwd(const RtConvJob *j)
+{
+  const RtConvGeom *g = &j->g;
+  Mk m = { 0 };
+  int rc = 0;
+  if (mk_setup(&m, j)) goto nomem;
+  m.nrb = (m.Og + FMR - 1) / FMR;
+  if (!(m.wp = calloc((size_t)(g->G * m.nrb * m.K * FMR), 4))) goto nomem;
+  for (int64_t gi = 0; gi < g->G; gi++)
+    for (int64_t o = 0; o < m.Og; o++)
+      for (int64_t k = 0; k < m.K; k++)
+        m.wp[((gi * m.nrb + o / FMR) * m.K + k) * FMR + o % FMR] = ((const float *)j->w)[(gi * m.Og + o) * m.K + k];
+  /* an item: ppi panels of FNR columns, about 2 M FMAs */
+  int64_t panels = (m.L2 + FNR - 1) / FNR, fma = m.Og * m.K * FNR;
+  m.ppi = 1 + (1 << 21) / (fma > 0 ? fma : 1);
+  if (m.ppi > panels) m.ppi = panels;
+  m.nit = panels > 0 ? (panels + m.ppi - 1) / m.ppi : 0;
+  rt_parallel_for(g->N * g->G * m.nit, 1, fwd_range, &m);
+  goto done;
+nomem:
+  rc = rt_err(TD_ERR_NOMEM, "conv2d: out of memory");
+done:
+  rt_free(m.xp, mk_xp_bytes(j)); free(m.off); free(m.wp);
+  return rc;
+}
+
+/* -- Weight gradient ----------------------------------------------------------------------------
+** out (R x NV VL) = sum over nseg segments of seglen positions l of
+**   a_r[s segstride + l] * bp[(s seglen + l) NV VL + ...]   (a_r: R tap rows in place, bp packed) */
+#define DEF_WGT(R, NV) \
+  static void tile_wgt_##R##_##NV(int64_t nseg, int64_t seglen, int64_t segstride, const float *const *arow, \
+                                  const float *restrict bp, float *restrict out) { \
+    V acc[R][NV]; const float *a[R]; \
+    for (int r = 0; r < R; r++) { a[r] = arow[r]; for (int v = 0; v < NV; v++) acc[r][v] = (V){ 0 }; } \
+    for (int64_t s = 0; s < nseg; s++) { \
+      for (int64_t l = 0; l < seglen; l++, bp += NV * VL) { \
+        V bv[NV]; \
+        for (int v = 0; v < NV; v++) bv[v] = *(const V *)(bp + v * VL); \
+        for (int r = 0; r < R; r++) for (int v = 0; v < NV; v++) acc[r][v] += a[r][l] * bv[v]; } \
+      for (int r = 0; r < R; r++) a[r] += segstride; } \
+    for (int r = 0; r < R; r++) for (int v = 0; v < NV; v++) *(V *)(out + (r * NV + v) * VL) = acc[r][v]; }
+DEF_WGT(6, 4)
+DEF_WGT(8, 2)
+DEF_WGT(8, 1)
+#define WMR_MAX 8
+#define WNR_MAX (4 * VL)
+
+/* one block of images: its partial dW ([g][k][o]) and db */
+static void wgt_range(void *ctx, int64_t b, int64_t e)
+{
+  Mk *m = ctx;
+  const RtConvJob *j = m->j;
+  const RtConvGeom *g = &j->g;
+  int64_t L = g->OH * g->OW, Og = m->Og, K = m->K;
+  int nv = Og > 2 * VL ? 4 : Og > VL ? 2 : 1, R = nv == 4 ? 6 : 8, nr = nv * VL;
+  int64_t npan = (Og + nr - 1) / nr, lt = m->rows * g->OW;
+  float *bp = aligned_alloc(64, (size_t)(npan * lt * nr) * 4), out[WMR_MAX * WNR_MAX];
+  if (!bp) { __atomic_store_n(&m->failed, 1, __ATOMIC_RELAXED); return; }
+  for (int64_t blk = b; blk < e; blk++) {
+    float *pw = j->dw ? (float *)((char *)m->part + blk * m->pstride) : NULL;
+    double *pb = j->db ? (double *)((char *)m->part + blk * m->pstride + (((size_t)(g->G * K * Og) * 4 + 7) & ~(size_t)7)) : NULL;
+    if (pw) memset(pw, 0, (size_t)(g->G * K * Og) * 4);
+    if (pb) memset(pb, 0, (size_t)g->O * sizeof(double));
+    for (int64_t n = blk * m->bsz; n < (blk + 1) * m->bsz && n < g->N; n++)
+      for (int64_t gi = 0; gi < g->G; gi++) {
+        const float *dyg = (const float *)j->dy + (n * g->O + gi * Og) * L;
+        if (pb)
+          for (int64_t o = 0; o < Og; o++) {   /* in double, 8 lanes (one chain would wait on each add) */
+            double s[8] = { 0 };
+            int64_t l = 0;
+            for (; l + 8 <= L; l += 8) for (int q = 0; q < 8; q++) s[q] += dyg[o * L + l + q];
+            for (; l < L; l++) s[0] += dyg[o * L + l];
+            pb[gi * Og + o] += ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+          }
+        if (!pw) continue;
+        const float *xg = m->xp + (n * g->C + gi * m->Cg) * m->CS;
+        for (int64_t oh0 = 0; oh0 < g->OH; oh0 += m->rows) {
+          int64_t nseg = g->OH - oh0 < m->rows ? g->OH - oh0 : m->rows, len = nseg * g->OW;
+          /* bp[panel][l][nr] = dY[o][l] (zeros past Og) */
+          for (int64_t p = 0; p < npan; p++)
+            for (int64_t v = 0; v < nr; v++) {
+              int64_t o = p * nr + v;
+              float *d = bp + p * len * nr + v;
+              if (o < Og) { const float *s = dyg + o * L + oh0 * g->OW; for (int64_t l = 0; l < len; l++) d[l * nr] = s[l]; }
+              else for (int64_t l = 0; l < len; l++) d[l * nr] = 0;
+            }
+          for (int64_t k0 = 0; k0 < K; k0 += R) {
+            const float *arow[WMR_MAX];
+            for (int r = 0; r < R; r++) arow[r] = xg + m->off[k0 + r < K ? k0 + r : k0] + oh0 * m->Wq;
+            for (int64_t p = 0; p < npan; p++) {
+              const float *bpp = bp + p * len * nr;
+              if (nv == 4) tile_wgt_6_4(nseg, g->OW, m->Wq, arow, bpp, out);
+              else if (nv == 2) tile_wgt_8_2(nseg, g->OW, m->Wq, arow, bpp, out);
+              else tile_wgt_8_1(nseg, g->OW, m->Wq, arow, bpp, out);
+              for (int r = 0; r < R && k0 + r < K; r++) {
+                float *d = pw + (gi * K + k0 + r) * Og + p * nr;
+                int64_t w = Og - p * nr < nr ? Og - p * nr : nr;
+                for (int64_t v = 0; v < w; v++) d[v] += out[r * nr + v];
+              }
+            }
+          }
+        }
+      }
+  }
+  free(bp);
+}
+
+/* dW[g Og + o][k] and db: the blocks' partials summed in block order */
+static void wsum_range(void *ctx, int64_t b, int64_t e)
+{
+  const Mk *m = ctx;
+  const RtConvJob *j = m->j;
+  int64_t G = j->g.G, Og = m->Og, K = m->K, OK = j->g.O * K;
+  size_t boff = (((size_t)(G * K * Og) * 4 + 7) & ~(size_t)7);
+  for (int64_t i = b; i < e; i++) {
+    double acc = 0;
+    if (i < OK) {
+      if (!j->dw) continue;
+      int64_t o = i / K, k = i % K, gi = o / Og, idx = (gi * K + k) * Og + o % Og;
+      for (int64_t blk = 0; blk < m->nblk; blk++) acc += ((const float *)((const char *)m->part + blk * m->pstride))[idx];
+      ((float *)j->dw)[i] = (float)acc;
+    } else {
+      if (!j->db) continue;
+      for (int64_t blk = 0; blk < m->nblk; blk++)
+        acc += ((const double *)((const char *)m->part + blk * m->pstride + boff))[i - OK];
+      ((float *)j->db)[i - OK] = (float)acc;
+    }
+  }
+}
+
+static int mk_wgt(const RtConvJob *j)
+{
+  const RtConvGeom *g = &j->g;
+  Mk m = { 0 };
+  int rc = 0;
+  if (mk_setup(&m, j)) goto nomem;
+  int64_t per = g->G * m.K * m.Og + g->O;
+  m.nblk = PART_ELEMS / (per > 0 ? per : 1);
+  if (m.nblk < 1) m.nblk = 1;
+  if (m.nblk > g->N) m.nblk = g->N;
+  m.bsz = m.nblk > 0 ? (g->N + m.nblk - 1) / m.nblk : 1;
+  m.nblk = g->N > 0 ? (g->N + m.bsz - 1) / m.bsz : 0;
+  m.rows = g->OW > 0 ? 1 + 127 / g->OW : 1;                 /* 128+ positions a tile: its packed dY (64 channels: 32 KiB) stays in L1 */
+  m.pstride = ((((size_t)(g->G * m.K * m.Og) * 4 + 7) & ~(size_t)7) + (size_t)g->O * 8 + 63) & ~(size_t)63;
+  if (!(m.part = rt_alloc(m.pstride * (size_t)(m.nblk > 0 ? m.nblk : 1)))) goto nomem;
+  if (m.nblk > 0) rt_parallel_for(m.nblk, 1, wgt_range, &m);
+  if (m.failed) goto nomem;
+  if (m.nblk == 0) {
+    if (j->dw) memset(j->dw, 0, (size_t)(g->O * m.K) * 4);
+    if (j->db) memset(j->db, 0, (size_t)g->O * 4);
+  } else rt_parallel_for(g->O * m.K + g->O, 4096, wsum_range, &m);
+  goto done;
+nomem:
+  rc = rt_err(TD_ERR_NOMEM, "conv2d_backward: out of memory");
+done:
+  rt_free(m.xp, mk_xp_bytes(j)); free(m.off); rt_free(m.part, m.pstride * (size_t)(m.nblk > 0 ? m.nblk : 1));
+  return rc;
+}
+
+/* 1: not for this kernel (the caller's im2col + OpenBLAS path runs it) */
+int RT_ISA_FN(rt_conv_mk)(const RtConvJob *j)
+{
+  static int off = -1;                        /* TIDE_CONV_BLAS=1: the OpenBLAS path, for comparison */
+  if (off < 0) { const char *e = getenv("TIDE_CONV_BLAS"); off = e && *e && *e != '0'; }
+  if (j->dtype != TD_FLOAT32 || off) return 1;
+  if (j->kind == RT_CONV_FWD) return mk_fwd(j);
+  if (j->kind == RT_CONV_BWD && !j->dx && (j->dw || j->db)) return mk_wgt(j);
+  return 1;
+}
+
+#else
+int RT_ISA_FN(rt_conv_mk)(const RtConvJob *j) { (void)j; return 1; }
+#endif
