@@ -322,7 +322,7 @@ static int conv_run(const RtConvJob *j)
   if (j->kind == RT_CONV_FWD) {
     int rc = RT_ISA_FN(rt_conv_mk)(j);
     if (rc != 1) return rc;
-  } else if (j->dw || j->db) {        /* dW and db by the register tiles where they apply, dX below */
+  } else if (j->dw || j->db) {        /* dW and db by the register tiles where they apply, then dX */
     RtConvJob wj = *j;
     wj.dx = NULL;
     int rc = RT_ISA_FN(rt_conv_mk)(&wj);
@@ -332,6 +332,9 @@ static int conv_run(const RtConvJob *j)
       xj.dw = NULL; xj.db = NULL;
       return conv_run(&xj);
     }
+  } else {                            /* dX alone */
+    int rc = RT_ISA_FN(rt_conv_mk)(j);
+    if (rc != 1) return rc;
   }
   ConvPlan p = { .j = j, .Cg = g->C / g->G, .Og = g->O / g->G, .L = g->OH * g->OW };
   p.K = p.Cg * g->kh * g->kw;

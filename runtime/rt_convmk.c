@@ -311,6 +311,148 @@ done:
   return rc;
 }
 
+/* -- Input gradient ----------------------------------------------------------------------------
+** dX of a convolution with stride s, by the phases of dX: padded input row
+** sh i + a receives dY[oh] through the taps ki with ki dh = a + sh q (q = qi),
+** at oh = i - q. So each phase (a, b) of dX is a stride-1 correlation of dY,
+** zero-padded by Qh = max q rows above (Qw columns left), with that phase's
+** taps, rows c and inner index k' = (o, ki, kj):
+**   dX[c, sh i + a - ph, sw j + b - pw] = sum_k' W[o, c, ki, kj] dYp[o, i - qi + Qh, j - qj + Qw]
+** the forward's tile again, in the column space l' = i Wd + j of the phase.
+** Stride 1 is the flipped convolution. Every dX element lies in one phase,
+** so nothing is zeroed first. */
+
+typedef struct {
+  const RtConvJob *j;
+  int64_t Cg, Og, Qh, Qw, Rd, Wd;             /* dYp planes: Rd x Wd, dY at row Qh, column Qw */
+  float *dyp;
+  int64_t nph, nrb;                           /* phases (sh sw), row blocks of Cg */
+  int64_t kp[64], k0[64];                     /* per phase: its taps' count (o, ki, kj) and first index */
+  int64_t ni[64], nj[64], i0[64], j0[64];     /* per phase: rows, columns (from 0), first valid row, column */
+  int64_t nit[64], it0[65];                   /* per phase: items per (n, g) and their prefix sums */
+  int64_t ppi;
+  int64_t *off;                               /* offsets, phase by phase */
+  float *ap;                                  /* weights: [g][tap index k0[p] + k'] by FMR rows of c */
+} MkDx;
+
+static size_t mk_dyp_bytes(const MkDx *d)
+{
+  const RtConvGeom *g = &d->j->g;
+  return ((size_t)(g->N * g->O * d->Rd * d->Wd) + FNR + d->Qw + 64) * 4;
+}
+
+static void dyp_range(void *ctx, int64_t b, int64_t e)
+{
+  const MkDx *d = ctx;
+  const RtConvGeom *g = &d->j->g;
+  for (int64_t p = b; p < e; p++) {
+    const float *s = (const float *)d->j->dy + p * g->OH * g->OW;
+    float *t = d->dyp + p * d->Rd * d->Wd;
+    memset(t, 0, (size_t)(d->Rd * d->Wd) * 4);
+    for (int64_t oh = 0; oh < g->OH; oh++) memcpy(t + (oh + d->Qh) * d->Wd + d->Qw, s + oh * g->OW, (size_t)g->OW * 4);
+  }
+}
+
+static void dx_range(void *ctx, int64_t b, int64_t e)
+{
+  const MkDx *d = ctx;
+  const RtConvJob *j = d->j;
+  const RtConvGeom *g = &j->g;
+  int64_t T = d->it0[d->nph], HW = g->H * g->W;
+  float out[FMR * FNR];
+  for (int64_t u = b; u < e; u++) {
+    int64_t n = u / (g->G * T), gi = (u / T) % g->G, r = u % T, p = 0;
+    while (r >= d->it0[p + 1]) p++;
+    int64_t it = r - d->it0[p], a = p / g->sw, bb = p % g->sw, L2 = d->ni[p] * d->Wd;
+    const float *dyg = d->dyp + (n * g->O + gi * d->Og) * d->Rd * d->Wd;
+    float *dxg = (float *)j->dx + (n * g->C + gi * d->Cg) * HW;
+    for (int64_t q = it * d->ppi; q < (it + 1) * d->ppi; q++) {
+      int64_t c0 = q * FNR;
+      if (c0 >= L2) break;
+      for (int64_t rb = 0; rb < d->nrb; rb++) {
+        int64_t cb = rb * FMR, mr = d->Cg - cb < FMR ? d->Cg - cb : FMR;
+        tile_fwd(d->kp[p], d->ap + ((gi * d->nrb + rb) * g->O / g->G * g->kh * g->kw + d->k0[p]) * FMR,
+                 dyg + c0, d->off + d->k0[p], out);
+        /* columns l' = i Wd + jj: rows i >= i0, columns j0 <= jj < nj go to dX */
+        for (int64_t t = 0; t < FNR && c0 + t < L2; t++) {
+          int64_t i = (c0 + t) / d->Wd, jj = (c0 + t) - i * d->Wd;
+          if (i < d->i0[p] || jj < d->j0[p] || jj >= d->nj[p]) continue;
+          int64_t o = (i * g->sh + a - g->ph) * g->W + jj * g->sw + bb - g->pw;
+          for (int64_t rr = 0; rr < mr; rr++) dxg[(cb + rr) * HW + o] = out[rr * FNR + t];
+        }
+      }
+    }
+  }
+}
+
+static int mk_dx(const RtConvJob *j)
+{
+  const RtConvGeom *g = &j->g;
+  MkDx d = { .j = j, .Cg = g->C / g->G, .Og = g->O / g->G };
+  int rc = 0;
+  d.nph = g->sh * g->sw;
+  if (d.nph > 64) return 1;
+  d.Qh = (g->kh - 1) * g->dh / g->sh; d.Qw = (g->kw - 1) * g->dw / g->sw;
+  int64_t imax = 0, jmax = 0, ktot = 0, kk = g->kh * g->kw;
+  for (int64_t p = 0; p < d.nph; p++) {
+    int64_t a = p / g->sw, b = p % g->sw, nh = 0, nw = 0;
+    for (int64_t ki = 0; ki < g->kh; ki++) nh += ki * g->dh % g->sh == a;
+    for (int64_t kj = 0; kj < g->kw; kj++) nw += kj * g->dw % g->sw == b;
+    d.kp[p] = d.Og * nh * nw; d.k0[p] = ktot; ktot += d.kp[p];
+    d.ni[p] = g->H - 1 + g->ph - a >= 0 ? (g->H - 1 + g->ph - a) / g->sh + 1 : 0;
+    d.nj[p] = g->W - 1 + g->pw - b >= 0 ? (g->W - 1 + g->pw - b) / g->sw + 1 : 0;
+    d.i0[p] = g->ph > a ? (g->ph - a + g->sh - 1) / g->sh : 0;
+    d.j0[p] = g->pw > b ? (g->pw - b + g->sw - 1) / g->sw : 0;
+    if (d.ni[p] > imax) imax = d.ni[p];
+    if (d.nj[p] > jmax) jmax = d.nj[p];
+  }
+  d.Rd = d.Qh + (g->OH > imax ? g->OH : imax);
+  d.Wd = d.Qw + (g->OW > jmax ? g->OW : jmax);
+  d.nrb = (d.Cg + FMR - 1) / FMR;
+  d.dyp = rt_alloc(mk_dyp_bytes(&d));
+  d.off = malloc((size_t)(ktot > 0 ? ktot : 1) * sizeof *d.off);
+  d.ap = calloc((size_t)(g->G * d.nrb * d.Og * kk * FMR), 4);
+  if (!d.dyp || !d.off || !d.ap) goto nomem;
+  size_t planes = (size_t)(g->N * g->O * d.Rd * d.Wd);
+  memset(d.dyp + planes, 0, mk_dyp_bytes(&d) - planes * 4);
+  /* the taps of each phase: offsets into dYp and the weights packed by FMR rows of c */
+  for (int64_t p = 0; p < d.nph; p++) {
+    int64_t a = p / g->sw, b = p % g->sw, k = d.k0[p];
+    for (int64_t o = 0; o < d.Og; o++)
+      for (int64_t ki = 0; ki < g->kh; ki++) {
+        if (ki * g->dh % g->sh != a) continue;
+        for (int64_t kj = 0; kj < g->kw; kj++) {
+          if (kj * g->dw % g->sw != b) continue;
+          int64_t qi = ki * g->dh / g->sh, qj = kj * g->dw / g->sw;
+          d.off[k] = o * d.Rd * d.Wd + (d.Qh - qi) * d.Wd + (d.Qw - qj);
+          for (int64_t gi = 0; gi < g->G; gi++)
+            for (int64_t c = 0; c < d.Cg; c++)
+              d.ap[((gi * d.nrb + c / FMR) * d.Og * kk + k) * FMR + c % FMR] =
+                ((const float *)j->w)[(((gi * d.Og + o) * d.Cg + c) * g->kh + ki) * g->kw + kj];
+          k++;
+        }
+      }
+  }
+  rt_parallel_for(g->N * g->O, 1 + 65536 / (d.Rd * d.Wd > 0 ? d.Rd * d.Wd : 1), dyp_range, &d);
+  /* items: (n, g, phase, ppi panels of about 2 M FMAs) */
+  int64_t fma = d.Cg * (d.Og * kk / d.nph + 1) * FNR;
+  d.ppi = 1 + (1 << 21) / fma;
+  d.it0[0] = 0;
+  for (int64_t p = 0; p < d.nph; p++) {
+    int64_t panels = (d.ni[p] * d.Wd + FNR - 1) / FNR;
+    d.nit[p] = (panels + d.ppi - 1) / d.ppi;
+    d.it0[p + 1] = d.it0[p] + d.nit[p];
+  }
+  rt_parallel_for(g->N * g->G * d.it0[d.nph], 1, dx_range, &d);
+  goto done;
+nomem:
+  rc = rt_err(TD_ERR_NOMEM, "conv2d_backward: out of memory");
+done:
+  if (d.dyp) rt_free(d.dyp, mk_dyp_bytes(&d));
+  free(d.off); free(d.ap);
+  return rc;
+}
+
 /* 1: not for this kernel (the caller's im2col + OpenBLAS path runs it) */
 int RT_ISA_FN(rt_conv_mk)(const RtConvJob *j)
 {
@@ -319,6 +461,7 @@ int RT_ISA_FN(rt_conv_mk)(const RtConvJob *j)
   if (j->dtype != TD_FLOAT32 || off) return 1;
   if (j->kind == RT_CONV_FWD) return mk_fwd(j);
   if (j->kind == RT_CONV_BWD && !j->dx && (j->dw || j->db)) return mk_wgt(j);
+  if (j->kind == RT_CONV_BWD && j->dx && !j->dw && !j->db) return mk_dx(j);
   return 1;
 }
 

@@ -85,6 +85,14 @@ local function sum_private(x, labels, keep)
   return x, rest
 end
 
+-- v, a view of the intermediate x, becomes the only Lua reference to x's
+-- storage: x:free() now, so that freeing the result (or the result going out
+-- of scope) releases the storage without waiting for the collector to find x
+local function own_view(x, v)
+  if not rawequal(x, v) then x:free() end
+  return v
+end
+
 local function index_of(list, v) for i, x in ipairs(list) do if x == v then return i end end end
 
 -- contract a (labels la) with b (labels lb), keeping the labels in `keep`:
@@ -123,7 +131,7 @@ local function contract(a, la, b, lb, keep, size)
   for _, l in ipairs(batch) do out[#out + 1] = l; shape[#shape + 1] = size[l] end
   for _, l in ipairs(aonly) do out[#out + 1] = l; shape[#shape + 1] = size[l] end
   for _, l in ipairs(bonly) do out[#out + 1] = l; shape[#shape + 1] = size[l] end
-  return r:reshape(shape), out
+  return own_view(r, r:reshape(shape)), out
 end
 
 --- tide.einsum(equation, operands...) -> Tensor
@@ -208,7 +216,7 @@ function M.einsum(eq, ...)
   -- broadcast output labels an operand gave as 1 only
   local p = {}
   for i, l in ipairs(out) do p[i] = index_of(la, l) end
-  if #p > 0 then acc = acc:permute(p) end
+  if #p > 0 then acc = #xs > 1 and own_view(acc, acc:permute(p)) or acc:permute(p) end
   local shape, need = acc:size(), false
   for i, l in ipairs(out) do if shape[i] ~= size[l] then shape[i] = size[l]; need = true end end
   if need then acc = acc:expand(shape) end
