@@ -194,9 +194,9 @@ done:
       for (int r = 0; r < R; r++) a[r] += segstride; } \
     for (int r = 0; r < R; r++) for (int v = 0; v < NV; v++) *(V *)(out + (r * NV + v) * VL) = acc[r][v]; }
 DEF_WGT(6, 4)
-DEF_WGT(8, 2)
+DEF_WGT(12, 2)
 DEF_WGT(8, 1)
-#define WMR_MAX 8
+#define WMR_MAX 12
 #define WNR_MAX (4 * VL)
 
 /* one block of images: its partial dW ([g][k][o]) and db */
@@ -206,7 +206,7 @@ static void wgt_range(void *ctx, int64_t b, int64_t e)
   const RtConvJob *j = m->j;
   const RtConvGeom *g = &j->g;
   int64_t L = g->OH * g->OW, Og = m->Og, K = m->K;
-  int nv = Og > 2 * VL ? 4 : Og > VL ? 2 : 1, R = nv == 4 ? 6 : 8, nr = nv * VL;
+  int nv = Og > 2 * VL ? 4 : Og > VL ? 2 : 1, R = nv == 4 ? 6 : nv == 2 ? 12 : 8, nr = nv * VL;
   int64_t npan = (Og + nr - 1) / nr, lt = m->rows * g->OW;
   float *bp = aligned_alloc(64, (size_t)(npan * lt * nr) * 4), out[WMR_MAX * WNR_MAX];
   if (!bp) { __atomic_store_n(&m->failed, 1, __ATOMIC_RELAXED); return; }
@@ -244,7 +244,7 @@ static void wgt_range(void *ctx, int64_t b, int64_t e)
             for (int64_t p = 0; p < npan; p++) {
               const float *bpp = bp + p * len * nr;
               if (nv == 4) tile_wgt_6_4(nseg, g->OW, m->Wq, arow, bpp, out);
-              else if (nv == 2) tile_wgt_8_2(nseg, g->OW, m->Wq, arow, bpp, out);
+              else if (nv == 2) tile_wgt_12_2(nseg, g->OW, m->Wq, arow, bpp, out);
               else tile_wgt_8_1(nseg, g->OW, m->Wq, arow, bpp, out);
               for (int r = 0; r < R && k0 + r < K; r++) {
                 float *d = pw + (gi * K + k0 + r) * Og + p * nr;
@@ -373,12 +373,23 @@ static void dx_range(void *ctx, int64_t b, int64_t e)
         int64_t cb = rb * FMR, mr = d->Cg - cb < FMR ? d->Cg - cb : FMR;
         tile_fwd(d->kp[p], d->ap + ((gi * d->nrb + rb) * g->O / g->G * g->kh * g->kw + d->k0[p]) * FMR,
                  dyg + c0, d->off + d->k0[p], out);
-        /* columns l' = i Wd + jj: rows i >= i0, columns j0 <= jj < nj go to dX */
-        for (int64_t t = 0; t < FNR && c0 + t < L2; t++) {
-          int64_t i = (c0 + t) / d->Wd, jj = (c0 + t) - i * d->Wd;
-          if (i < d->i0[p] || jj < d->j0[p] || jj >= d->nj[p]) continue;
-          int64_t o = (i * g->sh + a - g->ph) * g->W + jj * g->sw + bb - g->pw;
-          for (int64_t rr = 0; rr < mr; rr++) dxg[(cb + rr) * HW + o] = out[rr * FNR + t];
+        /* columns l' = i Wd + jj, by runs within a row: rows i >= i0, columns j0 <= jj < nj go to dX */
+        int64_t i = c0 / d->Wd, jj = c0 - i * d->Wd;
+        for (int64_t t = 0; t < FNR && c0 + t < L2; ) {
+          int64_t run = FNR - t;
+          if (run > d->Wd - jj) run = d->Wd - jj;
+          if (run > L2 - c0 - t) run = L2 - c0 - t;
+          int64_t lo = jj > d->j0[p] ? jj : d->j0[p], hi = jj + run < d->nj[p] ? jj + run : d->nj[p];
+          if (i >= d->i0[p] && lo < hi) {
+            float *dst = dxg + cb * HW + (i * g->sh + a - g->ph) * g->W + bb - g->pw;
+            const float *src = out + t - jj;
+            for (int64_t rr = 0; rr < mr; rr++, dst += HW, src += FNR) {
+              if (g->sw == 1) for (int64_t q = lo; q < hi; q++) dst[q] = src[q];
+              else for (int64_t q = lo; q < hi; q++) dst[q * g->sw] = src[q];
+            }
+          }
+          t += run; jj += run;
+          if (jj == d->Wd) { jj = 0; i++; }
         }
       }
     }
