@@ -80,6 +80,39 @@ describe("fused conv2d", function()
     end
   end)
 
+  it("TIDE_CONV_BLAS=1 (im2col + OpenBLAS) and the register tiles agree", function()
+    local prog = [[
+      local tide = require "tide"
+      local F = tide.nn.functional
+      tide.manual_seed(3)
+      local x = tide.randn(3, 12, 9, 10):requires_grad_()
+      local w = (tide.randn(20, 12, 3, 3) * 0.2):requires_grad_()
+      local b = tide.randn(20):requires_grad_()
+      local out = {}
+      for _, o in ipairs { { padding = 1 }, { stride = 2, padding = { 0, 1 } } } do
+        x.grad, w.grad, b.grad = nil, nil, nil
+        local y = F.conv2d(x, w, b, o)
+        y:backward(tide.randn(unpack(y:size())))
+        for _, t in ipairs { y, x.grad, w.grad, b.grad } do
+          for _, v in ipairs(t:flatten():totable()) do out[#out + 1] = ("%.9g"):format(v) end
+        end
+      end
+      io.write(table.concat(out, " "))
+    ]]
+    local a, ra = H.child(prog, { TIDE_CONV_BLAS = "1" })
+    local c, rc = H.child(prog, {})
+    assert(ra == 0 and rc == 0, a .. c)
+    local va, vc = {}, {}
+    for v in a:gmatch("%S+") do va[#va + 1] = tonumber(v) end
+    for v in c:gmatch("%S+") do vc[#vc + 1] = tonumber(v) end
+    assert.equal(#va, #vc)
+    assert.is_true(#va > 1000)
+    assert.is_true(a ~= c, "both runs printed the same digits: TIDE_CONV_BLAS chose no other path")
+    for i = 1, #va do
+      assert(math.abs(va[i] - vc[i]) <= 2e-3 * math.max(1, math.abs(va[i])), ("value %d: %s vs %s"):format(i, va[i], vc[i]))
+    end
+  end)
+
   it("conv1d and a non-contiguous input", function()
     local x = tide.randn(2, 3, 17, { dtype = tide.float64 }):requires_grad_()
     local w = tide.randn(4, 3, 5, { dtype = tide.float64 }):requires_grad_()
