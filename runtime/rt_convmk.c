@@ -94,7 +94,7 @@ static int mk_setup(Mk *m, const RtConvJob *j)
   m->CS = g->sh * g->sw * m->Hq * m->Wq; m->L2 = g->OH * m->Wq;
   size_t planes = (size_t)(g->N * g->C * m->CS), bytes = mk_xp_bytes(j);
   m->xp = rt_alloc(bytes);                    /* the caching allocator: pages already faulted in */
-  m->off = malloc((size_t)m->K * sizeof *m->off);
+  m->off = malloc((size_t)(m->K > 0 ? m->K : 1) * sizeof *m->off);
   if (!m->xp || !m->off) return -1;
   memset(m->xp + planes, 0, bytes - planes * 4);
   int64_t pq = m->Hq * m->Wq;
@@ -159,7 +159,7 @@ static int mk_fwd(const RtConvJob *j)
   int rc = 0;
   if (mk_setup(&m, j)) goto nomem;
   m.nrb = (m.Og + FMR - 1) / FMR;
-  if (!(m.wp = calloc((size_t)(g->G * m.nrb * m.K * FMR), 4))) goto nomem;
+  if (!(m.wp = calloc((size_t)(g->G * m.nrb * m.K * FMR) + 1, 4))) goto nomem;
   for (int64_t gi = 0; gi < g->G; gi++)
     for (int64_t o = 0; o < m.Og; o++)
       for (int64_t k = 0; k < m.K; k++)
@@ -422,7 +422,7 @@ static int mk_dx(const RtConvJob *j)
   d.nrb = (d.Cg + FMR - 1) / FMR;
   d.dyp = rt_alloc(mk_dyp_bytes(&d));
   d.off = malloc((size_t)(ktot > 0 ? ktot : 1) * sizeof *d.off);
-  d.ap = calloc((size_t)(g->G * d.nrb * d.Og * kk * FMR), 4);
+  d.ap = calloc((size_t)(g->G * d.nrb * d.Og * kk * FMR) + 1, 4);
   if (!d.dyp || !d.off || !d.ap) goto nomem;
   size_t planes = (size_t)(g->N * g->O * d.Rd * d.Wd);
   memset(d.dyp + planes, 0, mk_dyp_bytes(&d) - planes * 4);
@@ -447,7 +447,7 @@ static int mk_dx(const RtConvJob *j)
   rt_parallel_for(g->N * g->O, 1 + 65536 / (d.Rd * d.Wd > 0 ? d.Rd * d.Wd : 1), dyp_range, &d);
   /* items: (n, g, phase, ppi panels of about 2 M FMAs) */
   int64_t fma = d.Cg * (d.Og * kk / d.nph + 1) * FNR;
-  d.ppi = 1 + (1 << 21) / fma;
+  d.ppi = 1 + (1 << 21) / (fma > 0 ? fma : 1);
   d.it0[0] = 0;
   for (int64_t p = 0; p < d.nph; p++) {
     int64_t panels = (d.ni[p] * d.Wd + FNR - 1) / FNR;

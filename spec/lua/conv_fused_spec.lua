@@ -113,6 +113,19 @@ describe("fused conv2d", function()
     end
   end)
 
+  it("no images, no input channels or no output channels: the composite's values, no crash", function()
+    for _, c in ipairs { { 0, 3, 4 }, { 2, 0, 4 }, { 2, 3, 0 } } do
+      local N, Cin, O = unpack(c)
+      tide.manual_seed(5)
+      local x = tide.randn(N, Cin, 5, 6):requires_grad_()
+      local w = tide.randn(O, Cin, 3, 3):requires_grad_()
+      local b = tide.randn(O):requires_grad_()
+      for _, o in ipairs { { padding = 1 }, { stride = 2 } } do
+        agree(function() return F.conv2d(x, w, b, o) end, { x, w, b }, 1e-5, ("N %d, C %d, O %d"):format(N, Cin, O))
+      end
+    end
+  end)
+
   it("conv1d and a non-contiguous input", function()
     local x = tide.randn(2, 3, 17, { dtype = tide.float64 }):requires_grad_()
     local w = tide.randn(4, 3, 5, { dtype = tide.float64 }):requires_grad_()
