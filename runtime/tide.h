@@ -365,6 +365,14 @@ TD_API td_tensor *td_batch_norm(td_tensor *x, td_tensor *w, td_tensor *b, double
 TD_API td_tensor *td_cross_entropy(td_tensor *x, td_tensor *target, td_tensor *w, int64_t ignore_index,
                                    int reduction, double ls);
 
+/* CTC loss (jit/jit_ctc.c, kernels in runtime/rt_ctc.c): log_probs (T, N, C)
+** of a float dtype, targets int64 0-based, (N, S) padded or 1-D concatenated,
+** input_lengths and target_lengths (N) int64, blank 0-based: PyTorch's
+** F.ctc_loss ('mean' divides each loss by its target length, at least 1,
+** then averages), with its true gradient w.r.t. log_probs. CPU, no tracing. */
+TD_API td_tensor *td_ctc_loss(td_tensor *log_probs, td_tensor *targets, td_tensor *input_lengths,
+                              td_tensor *target_lengths, int64_t blank, int reduction, int zero_infinity);
+
 /* -- Convolution and pooling (jit/jit_conv.c, kernels in runtime/rt_convgemm.c) --
 ** Eager fast paths as the fused row functions above (CPU, one float dtype, no
 ** tracing; a custom node, its backward one kernel or the composite under

@@ -291,6 +291,25 @@ local function lengths(fname, v, n, what, argn, device)
   return t, nums
 end
 
+-- The eager fast path (jit/jit_ctc.c): CPU tensors outside tide.compile, the
+-- labels checked and read in C (padded or concatenated as given), alpha and
+-- beta per sequence in double; F.fused = false keeps the composite below.
+local reduction_code = { none = 0, mean = 1, sum = 2 }
+local function ctc_fused(lp)
+  local F = package.loaded["tide.nn.functional"]
+  return F and F.fused and lp.device_type == 0 and not core.tracing()
+end
+local function ctc_kernel(lp, tg, ilen, tlen, blank, reduction, zero_inf, batched)
+  local y = core.C.td_ctc_loss(lp.p, (tg - 1).p, ilen.p, tlen.p, blank - 1, reduction_code[reduction],
+    zero_inf and 1 or 0)
+  if y == nil then     -- C counts labels from 0; the message names the user's 1-based label
+    raise((core.last_error():gsub("target label (%-?%d+) is out of range for (%d+) classes %(0%-based%)",
+      function(l, c) return ("target label %d is out of range for %s classes (labels are 1-based)"):format(l + 1, c) end)))
+  end
+  y = core.wrap(y)
+  return (batched or reduction ~= "none") and y or y:reshape({})
+end
+
 --- F.ctc_loss(log_probs, targets, input_lengths, target_lengths[, {blank = 1, reduction = "mean", zero_infinity = false}]) -> Tensor
 --- Connectionist temporal classification loss of log_probs (T, N, C) (or (T, C)) against 1-based labels, padded (N, S) or concatenated; "mean" divides each loss by its target length.
 function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
@@ -319,7 +338,9 @@ function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   if not batched then
     if tg.ndim ~= 1 then raise(("%s: unbatched targets must be 1-D, got %s"):format(fname, shape_str(tg))) end
     tg = tg:unsqueeze(1)
-  elseif tg.ndim == 1 then
+  end
+  if ctc_fused(lp) then return ctc_kernel(lp, tg, ilen, tlen, blank, reduction, zero_inf, batched) end
+  if tg.ndim == 1 then
     -- concatenated: cut into rows padded with the blank (needs the lengths as numbers)
     if not tnums then
       raise(fname .. ": concatenated targets need target_lengths as data, which tide.compile does not trace; "
