@@ -521,3 +521,105 @@ TD_API int td_unique(td_tensor *x, int consecutive, td_tensor **values, td_tenso
   td_release(c);
   return rc;
 }
+
+/* -- unique along a dim ------------------------------------------------------------------------ */
+
+/* The distinct slices of x along dim (PyTorch's unique(dim=)): x viewed as n
+** rows (dim moved first) of len elements, rows ordered lexicographically by
+** the sort keys above (NaN last, -0.0 == 0.0), a stable merge sort so equal
+** rows keep their index order; a run of equal rows is one slice (a NaN
+** equals nothing, so rows holding one stay apart). consecutive: the runs in
+** place, unsorted (unique_consecutive(dim=)). */
+typedef struct { const char *x; int dt; int64_t len; } RowSet;
+
+static int row_cmp(const RowSet *r, int64_t a, int64_t b)
+{
+  for (int64_t k = 0; k < r->len; k++) {
+    uint64_t ka = key_at(r->x, r->dt, a * r->len + k), kb = key_at(r->x, r->dt, b * r->len + k);
+    if (ka != kb) return ka < kb ? -1 : 1;
+  }
+  return 0;
+}
+
+static bool row_eq(const RowSet *r, int64_t a, int64_t b)
+{
+  for (int64_t k = 0; k < r->len; k++) {
+    uint64_t ka = key_at(r->x, r->dt, a * r->len + k);
+    if (ka != key_at(r->x, r->dt, b * r->len + k) || (rt_is_float(r->dt) && ka == key_nan(r->dt))) return false;
+  }
+  return true;
+}
+
+/* bottom-up merge sort of the row indices v (n), tmp as scratch; stable */
+static void rows_sort(const RowSet *r, int64_t *v, int64_t *tmp, int64_t n)
+{
+  for (int64_t w = 1; w < n; w *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * w) {
+      int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, o = lo;
+      while (i < mid && j < hi) tmp[o++] = row_cmp(r, v[j], v[i]) < 0 ? v[j++] : v[i++];
+      while (i < mid) tmp[o++] = v[i++];
+      while (j < hi) tmp[o++] = v[j++];
+    }
+    memcpy(v, tmp, (size_t)n * sizeof *v);
+  }
+}
+
+TD_API int td_unique_dim(td_tensor *x, int dim, int consecutive, td_tensor **values, td_tensor **inverse,
+                         td_tensor **counts)
+{
+  const char *fn = consecutive ? "unique_consecutive" : "unique";
+  RT_ARG(x, fn, 1, TD_ERR_ARG);
+  *values = *inverse = *counts = NULL;
+  if (x->device_type != TD_CPU) return rt_err(TD_ERR_DEVICE, "%s: expected a CPU tensor", fn);
+  if (!x->ptr) return rt_err(TD_ERR_STATE, "%s: the tensor has no data (traced inside a compiled function)", fn);
+  if (dim < 0) dim += x->ndim;
+  if (dim < 0 || dim >= x->ndim)
+    return rt_err(TD_ERR_ARG, "%s: dim %d is out of range for a tensor of shape %s", fn, dim, RT_SHAPE(x));
+  int64_t n = x->sizes[dim], len = n ? x->nelem / n : 1;
+  for (int d = 0; d < x->ndim; d++)
+    if (d != dim && x->sizes[d] == 0)
+      return rt_err(TD_ERR_SHAPE, "%s: the input %s has a zero-sized dim besides dim %d, so its slices along dim %d "
+                    "cannot be told apart", fn, RT_SHAPE(x), dim + 1, dim + 1);
+  /* x with dim first, contiguous: row i is slice i */
+  int64_t perm[TD_MAX_DIMS], inv_perm[TD_MAX_DIMS];
+  perm[0] = dim;
+  for (int d = 0, k = 1; d < x->ndim; d++) if (d != dim) perm[k++] = d;
+  for (int d = 0; d < x->ndim; d++) inv_perm[perm[d]] = d;
+  td_tensor *p = td_permute(x, x->ndim, perm), *c = p ? td_contiguous(p) : NULL;
+  int64_t *v = malloc((size_t)(n ? n : 1) * 8), *tmp = malloc((size_t)(n ? n : 1) * 8);
+  int64_t *inv = malloc((size_t)(n ? n : 1) * 8), *cnt = malloc((size_t)(n ? n : 1) * 8);
+  int64_t *first = malloc((size_t)(n ? n : 1) * 8);
+  td_tensor *vals = NULL;
+  int rc = !c || !v || !tmp || !inv || !cnt || !first ? rt_err(TD_ERR_NOMEM, "%s: out of memory", fn) : 0;
+  int64_t m = 0, es = rt_dtype_size(x->scalar_type);
+  if (!rc) {
+    RowSet r = { rt_ptr(c), c->scalar_type, len };
+    for (int64_t i = 0; i < n; i++) v[i] = i;
+    if (!consecutive) rows_sort(&r, v, tmp, n);
+    for (int64_t i = 0; i < n; i++) {
+      if (!i || !row_eq(&r, v[i], v[i - 1])) { first[m] = v[i]; cnt[m] = 0; m++; }
+      cnt[m - 1]++;
+      inv[v[i]] = m - 1;
+    }
+    int64_t vs[TD_MAX_DIMS];
+    memcpy(vs, c->sizes, sizeof vs);
+    vs[0] = m;
+    *counts = rt_tensor_new(1, &m, TD_INT64);
+    *inverse = rt_tensor_new(1, &n, TD_INT64);
+    vals = rt_tensor_new(c->ndim, vs, c->scalar_type);
+    if (!*counts || !*inverse || !vals) rc = TD_ERR_NOMEM;
+    else {
+      for (int64_t i = 0; i < m; i++) memcpy(rt_ptr(vals) + i * len * es, rt_ptr(c) + first[i] * len * es, (size_t)(len * es));
+      if (m) memcpy(rt_ptr(*counts), cnt, (size_t)m * 8);
+      if (n) memcpy(rt_ptr(*inverse), inv, (size_t)n * 8);
+      td_tensor *back = td_permute(vals, vals->ndim, inv_perm);
+      *values = back ? td_contiguous(back) : NULL;
+      td_release(back);
+      if (!*values) rc = TD_ERR_NOMEM;
+    }
+  }
+  if (rc) { td_release(*values); td_release(*counts); td_release(*inverse); *values = *counts = *inverse = NULL; }
+  td_release(vals); td_release(p); td_release(c);
+  free(v); free(tmp); free(inv); free(cnt); free(first);
+  return rc;
+}

@@ -280,6 +280,11 @@ TD_API td_tensor *td_sum_to(td_tensor *a, int ndim, const int64_t *size);
 ** equal values), each element's 0-based position in them (x's shape) and their
 ** counts, as three new tensors (rt_sort.c). Eager only: the sizes depend on x. */
 TD_API int td_unique(td_tensor *x, int consecutive, td_tensor **values, td_tensor **inverse, td_tensor **counts);
+/* The same for the slices of x along dim (0-based; PyTorch's unique(dim=)): values
+** has x's shape with m slices along dim, sorted lexicographically (consecutive:
+** runs in place), inverse and counts are 1-D. */
+TD_API int td_unique_dim(td_tensor *x, int dim, int consecutive, td_tensor **values, td_tensor **inverse,
+                         td_tensor **counts);
 
 /* -- Autograd ----------------------------------------------------------------- */
 

@@ -255,14 +255,21 @@ local function unique(fname, consecutive)
   return function(x, opts)
     targ(x, 1, fname)
     opts = args.opts(fname, opts, consecutive and "return_inverse return_counts dim" or "sorted return_inverse return_counts dim")
-    if opts.dim ~= nil then raise(fname .. ": dim is not supported yet (only the flattened form, dim = nil)") end
     if core.tracing() then
       raise(fname .. ": the output's size depends on the tensor's values, which tide.compile cannot trace; "
         .. "call it outside the compiled function")
     end
+    if opts.dim ~= nil and x.ndim == 0 then
+      raise(("%s: dim %s is out of range for a 0-dim tensor"):format(fname, tostring(opts.dim)))
+    end
+    local dim = opts.dim ~= nil and args.dim(opts.dim, x.ndim, fname, 2) or nil
     local dev = x.device
     local xc = dev == "cpu" and x or x:cpu()
-    core.check(C.td_unique(xc.p, consecutive and 1 or 0, outs3, outs3 + 1, outs3 + 2))
+    if dim then
+      core.check(C.td_unique_dim(xc.p, dim - 1, consecutive and 1 or 0, outs3, outs3 + 1, outs3 + 2))
+    else
+      core.check(C.td_unique(xc.p, consecutive and 1 or 0, outs3, outs3 + 1, outs3 + 2))
+    end
     local v, inv, cnt = core.wrap(outs3[0]), core.wrap(outs3[1]), core.wrap(outs3[2])
     if dev ~= "cpu" then v, inv, cnt = v:to(dev), inv:to(dev), cnt:to(dev) end
     local r = { v }
@@ -272,10 +279,10 @@ local function unique(fname, consecutive)
   end
 end
 --- Tensor:unique([opts]) -> Tensor[, Tensor[, Tensor]]
---- The distinct values of x (flattened), sorted; opts.return_inverse adds each element's 1-based position in them (x's shape), opts.return_counts their counts. Eager only (the size depends on the values); OpenCL tensors go through the host. opts: sorted, return_inverse, return_counts; dim must be nil.
+--- The distinct values of x (flattened), sorted; opts.return_inverse adds each element's 1-based position in them (x's shape), opts.return_counts their counts. With opts.dim: the distinct slices along dim, sorted lexicographically (the inverse and counts then 1-D, one entry per slice), as torch.unique(dim=). Eager only (the size depends on the values), no gradient; OpenCL tensors go through the host. opts: sorted, return_inverse, return_counts, dim.
 T.unique = unique("unique", false)
 --- Tensor:unique_consecutive([opts]) -> Tensor[, Tensor[, Tensor]]
---- The runs of equal consecutive values of x (flattened), one value each; opts.return_inverse, opts.return_counts as unique. Eager only.
+--- The runs of equal consecutive values of x (flattened; with opts.dim: of equal consecutive slices along dim), one each; opts.return_inverse, opts.return_counts as unique. Eager only.
 T.unique_consecutive = unique("unique_consecutive", true)
 
 -- -- searchsorted, bucketize --------------------------------------------------------------------

@@ -548,8 +548,8 @@ for _, n in ipairs { "median", "nanmedian", "mode" } do H["T." .. n] = { args = 
 H["T.quantile"] = { self = "one{tf|t}", args = { "one{prob|num|=tide.tensor({0.2, 0.7}, {dtype = a0.dtype})}", "one{dim@0|nil}", "one{bool|nil}",
   "opts{interpolation=lit{\"linear\"|\"lower\"|\"higher\"|\"midpoint\"|\"nearest\"|\"cubic\"}}" } }
 H["T.nanquantile"] = H["T.quantile"]
-H["T.unique"] = { args = { "opts{sorted=bool,return_inverse=bool,return_counts=bool}" } }
-H["T.unique_consecutive"] = { args = { "opts{return_inverse=bool,return_counts=bool}" } }
+H["T.unique"] = { args = { "opts{sorted=bool,return_inverse=bool,return_counts=bool,dim=one{nil|dim@0}}" } }
+H["T.unique_consecutive"] = { args = { "opts{return_inverse=bool,return_counts=bool,dim=one{nil|dim@0}}" } }
 H["tide.searchsorted"] = { args = { "one{=tide.tensor({-1, 0, 2, 5})|t}", "one{t|num}", "opts{right=bool,side=lit{\"left\"|\"right\"|\"up\"},out_int32=bool}" } }
 H["T.bucketize"] = { args = { "one{=tide.tensor({-1, 0, 2, 5})|t}", "opts{right=bool,out_int32=bool}" } }
 H["T.bincount"] = { self = "one{=tide.randint(0, 5, {7})|ti@0|t}", args = { "one{nil|=tide.rand(a0:numel())|t}", "one{int|nil}" } }
