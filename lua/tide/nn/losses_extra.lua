@@ -16,7 +16,8 @@ mode through this recursion is the alpha-beta (forward-backward) gradient:
 the adjoint of alpha_t(j) is exp(beta_t(j) - loss) summed the same way.
 Impossible alignments are carried with a large finite -1e30 instead of -inf
 (so logsumexp's softmax never sees 0/0 and gradients stay finite) and become
-+inf (or 0 with zero_infinity) at the end.
++inf (or 0 with zero_infinity) at the end. Eagerly on the CPU the same
+recursions run in C instead (jit/jit_ctc.c, runtime/rt_ctc.c: ctc_kernel below).
 --]]
 local tide = require "tide"
 local core = require "tide.core"
@@ -311,7 +312,7 @@ local function ctc_kernel(lp, tg, ilen, tlen, blank, reduction, zero_inf, batche
 end
 
 --- F.ctc_loss(log_probs, targets, input_lengths, target_lengths[, {blank = 1, reduction = "mean", zero_infinity = false}]) -> Tensor
---- Connectionist temporal classification loss of log_probs (T, N, C) (or (T, C)) against 1-based labels, padded (N, S) or concatenated; "mean" divides each loss by its target length.
+--- Connectionist temporal classification loss of log_probs (T, N, C) (or (T, C)) against 1-based labels, padded (N, S) or concatenated; "mean" divides each loss by its target length. CPU tensors run a C kernel eagerly; tide.compile and OpenCL the composite of ops.
 function M.ctc_loss(log_probs, targets, input_lengths, target_lengths, opts)
   local fname = "ctc_loss"
   float_tensor(fname, log_probs, 1, "log_probs")
