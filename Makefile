@@ -42,7 +42,8 @@ endif
 ASAN_B  ?= build-asan
 
 SRC := $(wildcard runtime/*.c) $(wildcard jit/*.c) $(wildcard opencl/*.c)
-RT_ISA_FILES := runtime/rt_ew.c runtime/rt_ewgrad.c runtime/rt_red.c runtime/rt_row.c runtime/rt_norm.c runtime/rt_attn.c runtime/rt_optim.c runtime/rt_conv.c runtime/rt_convgemm.c runtime/rt_convmk.c
+RT_ISA_FILES := runtime/rt_ew.c runtime/rt_ewgrad.c runtime/rt_red.c runtime/rt_row.c runtime/rt_norm.c runtime/rt_attn.c runtime/rt_optim.c runtime/rt_conv.c runtime/rt_convgemm.c runtime/rt_convmk.c \
+                runtime/rt_ctc.c
 OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRC)) $(patsubst %.c,$(B)/obj/%.v3.o,$(RT_ISA_FILES)) \
        $(patsubst %.c,$(B)/obj/%.v4.o,$(RT_ISA_FILES))
 HDR := $(wildcard runtime/*.h) $(wildcard jit/*.h) $(wildcard opencl/*.h)
@@ -66,6 +67,7 @@ $(B)/obj/%.v4.o: %.c $(HDR)
 $(B)/obj/runtime/rt_ew%.o: CFLAGS += -fno-math-errno -fno-trapping-math
 $(B)/obj/runtime/rt_ewgrad%.o: CFLAGS += -ffp-contract=off
 $(B)/obj/runtime/rt_norm%.o: CFLAGS += -fno-math-errno -fno-trapping-math
+$(B)/obj/runtime/rt_ctc%.o: CFLAGS += -fno-math-errno -fno-trapping-math
 # its 512-bit vector helpers are static: the ABI note of the narrower variants does not apply
 $(B)/obj/runtime/rt_attn%.o: CFLAGS += -Wno-psabi
 # integer tensor arithmetic wraps around on overflow, as PyTorch's does (in C a

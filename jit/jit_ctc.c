@@ -303,7 +303,9 @@ TD_API td_tensor *td_ctc_loss(td_tensor *lp, td_tensor *targets, td_tensor *inpu
     o += e->tl[n];
   }
   int64_t L = 2 * smax + 1, nt, ntl, per;
-  if (rt_size_mul(fn, N, T, &nt) || rt_size_mul(fn, nt, L, &ntl) || rt_size_mul(fn, N, 3 * L + C, &per)) goto fail;
+  if (rt_size_mul(fn, N, T, &nt) || rt_size_mul(fn, nt, rt_ctc_width(L), &ntl) ||
+      rt_size_mul(fn, N, rt_ctc_scratch(L, C), &per))
+    goto fail;
   e->j = (RtCtcJob){ .dtype = dt, .T = T, .N = N, .C = C, .L = L, .blank = blank, .lp = xc->ptr, .tg = e->tg,
                      .off = e->off, .il = e->il, .tl = e->tl, .nll = e->j.nll,
                      .alpha = malloc((size_t)(ntl > 0 ? ntl : 1) * sizeof(double)),

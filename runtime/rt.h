@@ -238,19 +238,22 @@ typedef struct RtConvJob {
 int rt_conv_run(RtConvJob *j);
 /* CTC (rt_ctc.c), run by jit/jit_ctc.c: log_probs lp (T, N, C) contiguous of
 ** `dtype`, labels 0-based int64 (sequence n's at tg + off[n], tl[n] of them),
-** input lengths il[n] <= T; alpha is (N, T, 2 smax + 1) doubles, written by
-** the forward and read by the backward; the sums are in double. */
+** input lengths il[n] <= T; alpha is (N, T, rt_ctc_width(L)) doubles, written
+** by the forward and read by the backward; sums in double. */
 typedef struct RtCtcJob {
   int dtype;
   int64_t T, N, C, L, blank;     /* L = 2 smax + 1 */
   const void *lp;
   const int64_t *tg, *off, *il, *tl;
-  double *alpha;                 /* N * T * L */
+  double *alpha;                 /* N * T * rt_ctc_width(L) */
   double *nll;                   /* fwd: N, -log p(target | input) (inf where impossible) */
   const double *gs;              /* bwd: N, d loss / d nll[n] (0 skips the sequence) */
   void *dlp;                     /* bwd: (T, N, C) of dtype, d loss / d lp */
-  double *scratch;               /* N * (3 L + C) */
+  double *scratch;               /* N * rt_ctc_scratch(L, C) */
 } RtCtcJob;
+/* a row of alpha or beta: 2 -inf before, a multiple of 8 (vector loops run whole) */
+static inline int64_t rt_ctc_width(int64_t L) { return (L + 11 + 7) & ~(int64_t)7; }
+static inline int64_t rt_ctc_scratch(int64_t L, int64_t C) { return 5 * (L + 8) + 2 * rt_ctc_width(L) + C; }
 int rt_ctc_forward(RtCtcJob *j);
 int rt_ctc_backward(RtCtcJob *j);
 void rt_blas_single(void);     /* OpenBLAS single-threaded inside the pool's threads (rt_blas.c) */

@@ -30,6 +30,8 @@
   _(int, rt_kern_red, (RtCall *c, td_tensor *out), (c, out)) \
   _(int, rt_kern_row, (RtCall *c, td_tensor *out), (c, out)) \
   _(int, rt_norm_run, (RtNormJob *j), (j)) \
+  _(int, rt_ctc_forward, (RtCtcJob *j), (j)) \
+  _(int, rt_ctc_backward, (RtCtcJob *j), (j)) \
   _(int, rt_kern_sdpa, (RtCall *c, td_tensor *out), (c, out)) \
   _(int, rt_kern_sdpa_backward, (RtCall *c, td_tensor *out), (c, out)) \
   _(int, rt_kern_unfold, (RtCall *c, td_tensor *out), (c, out)) \
