@@ -20,7 +20,7 @@ static void ctc_ext_free(void *p)
 {
   CtcExt *e = p;
   if (!e) return;
-  free(e->j.alpha); free(e->j.nll); free(e->j.scratch); free(e->tg); free(e->off); free(e->il); free(e->tl);
+  free(e->j.alpha); free(e->j.nll); free(e->j.scratch); free(e->j.logspace); free(e->tg); free(e->off); free(e->il); free(e->tl);
   free(e);
 }
 
@@ -309,9 +309,10 @@ TD_API td_tensor *td_ctc_loss(td_tensor *lp, td_tensor *targets, td_tensor *inpu
   e->j = (RtCtcJob){ .dtype = dt, .T = T, .N = N, .C = C, .L = L, .blank = blank, .lp = xc->ptr, .tg = e->tg,
                      .off = e->off, .il = e->il, .tl = e->tl, .nll = e->j.nll,
                      .alpha = malloc((size_t)(ntl > 0 ? ntl : 1) * sizeof(double)),
-                     .scratch = malloc((size_t)(per > 0 ? per : 1) * sizeof(double)) };
+                     .scratch = malloc((size_t)(per > 0 ? per : 1) * sizeof(double)),
+                     .logspace = malloc(n1) };
   e->reduction = reduction;
-  if (!e->j.alpha || !e->j.scratch) { rt_err(TD_ERR_NOMEM, "%s: out of memory for the CTC variables", fn); goto fail; }
+  if (!e->j.alpha || !e->j.scratch || !e->j.logspace) { rt_err(TD_ERR_NOMEM, "%s: out of memory for the CTC variables", fn); goto fail; }
   if (rt_ctc_forward(&e->j)) goto fail;
   /* the loss per sequence: inf where impossible (0 with zero_infinity); 'mean' divides by max(S_n, 1) */
   double total_loss = 0;

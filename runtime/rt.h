@@ -250,10 +250,11 @@ typedef struct RtCtcJob {
   const double *gs;              /* bwd: N, d loss / d nll[n] (0 skips the sequence) */
   void *dlp;                     /* bwd: (T, N, C) of dtype, d loss / d lp */
   double *scratch;               /* N * rt_ctc_scratch(L, C) */
+  uint8_t *logspace;             /* N: the forward fell back to log space (its rows hold log alpha) */
 } RtCtcJob;
 /* a row of alpha or beta: 2 -inf before, a multiple of 8 (vector loops run whole) */
 static inline int64_t rt_ctc_width(int64_t L) { return (L + 11 + 7) & ~(int64_t)7; }
-static inline int64_t rt_ctc_scratch(int64_t L, int64_t C) { return 5 * (L + 8) + 2 * rt_ctc_width(L) + C; }
+static inline int64_t rt_ctc_scratch(int64_t L, int64_t C) { return 8 * (L + 8) + 2 * rt_ctc_width(L) + C; }
 int rt_ctc_forward(RtCtcJob *j);
 int rt_ctc_backward(RtCtcJob *j);
 void rt_blas_single(void);     /* OpenBLAS single-threaded inside the pool's threads (rt_blas.c) */
