@@ -97,7 +97,7 @@ describe("the small-M matmul tile", function()
     check(x, w:t(), "after empty_cache")
   end)
 
-  it("serves several host threads' weights (cache eviction) without mixing them up", function()
+  it("keeps each weight's panels apart when more weights than cache slots take turns", function()
     tide.manual_seed(6)
     local x, ws = tide.randn(16, 64), {}
     for i = 1, 40 do ws[i] = tide.randn(96, 64) end     -- more weights than cache slots
