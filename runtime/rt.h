@@ -92,6 +92,9 @@ typedef struct RtStorage {
   uint32_t jit_trace;            /* traced: id of the trace it belongs to (0 = real) */
   struct td_mapping *map;        /* data inside a mapped file (tide.load), or NULL */
   void *dev;                     /* device buffer (cl_mem) of an "opencl" storage; ptr is NULL */
+  uint64_t uid;                  /* unique per rt_storage_new storage, never reused; 0: other storages
+                                 ** (mapped, blobs, a compiled plan's wrappers), whose bytes may change
+                                 ** without a version bump: caches keyed on data never trust those */
 } RtStorage;
 
 RtStorage *rt_storage_new(size_t nbytes);      /* NULL + error on failure */
@@ -257,6 +260,18 @@ static inline int64_t rt_ctc_width(int64_t L) { return (L + 11 + 7) & ~(int64_t)
 static inline int64_t rt_ctc_scratch(int64_t L, int64_t C) { return 8 * (L + 8) + 2 * rt_ctc_width(L) + C; }
 int rt_ctc_forward(RtCtcJob *j);
 int rt_ctc_backward(RtCtcJob *j);
+/* float32 C (M,N) = A (M,K) @ B (K,N) on the AVX-512 register tile (rt_mmtile.c), C contiguous;
+** A's element (i,k) at a[i ars + k acs]; B's (k,j) at b[k ldb + j] (btrans 0) or b[j ldb + k]
+** (btrans 1: packed into panels, cached per storage uid and version when bs is given). */
+typedef struct RtMmTile {
+  int64_t M, N, K, ars, acs, ldb;
+  const float *a, *b;
+  float *c;
+  int btrans;
+  const RtStorage *bs;           /* B's storage (cache key), or NULL: never cached */
+} RtMmTile;
+int rt_mm_tile(const RtMmTile *j);   /* 0, an error code, or 1: not applicable (OpenBLAS runs it) */
+void rt_mm_tile_clear(void);   /* frees the packed-B cache (td_empty_cache, exit) */
 void rt_blas_single(void);     /* OpenBLAS single-threaded inside the pool's threads (rt_blas.c) */
 /* The eager kernel of op for tensors on `device`. */
 RtKernFn rt_kern_of(int op, int device);

@@ -244,6 +244,25 @@ static void mm_blas(const MmCpu *m, int ta, int64_t lda, int tb, int64_t ldb, in
 
 const char *td_blas_core(void) { return openblas_get_corename(); }
 
+/* -- Short products on tide's register tile ---------------------------------------------------
+** One float32 product (or a batch folded into one: B broadcast, A's rows evenly
+** strided) to rt_mmtile.c, which takes a short A on x86-64-v4 and answers 1
+** (not applicable) otherwise. B's storage keys its packed-panel cache only
+** when b is the caller's own tensor, not a copy made here. */
+static int mm_tile(const MmCpu *m, const td_tensor *b, const td_tensor *b0, const RtMmLayout *l)
+{
+  const RtMmGeom *g = &m->g;
+  int64_t fld = rt_mm_fold_ld(g, l->ta, l->lda, INT64_MAX);
+  if (g->nbatch != 1 && fld <= 0) return 1;
+  RtMmTile t = { .M = fld > 0 ? g->nbatch * g->M : g->M, .N = g->N, .K = g->K, .ldb = l->ldb,
+                 .a = (const float *)m->a, .b = (const float *)m->b, .c = (float *)m->c, .btrans = l->tb == RT_MM_TRANS,
+                 .bs = b->rt_storage == b0->rt_storage ? b->rt_storage : NULL };
+  if (fld > 0) { t.ars = fld; t.acs = 1; }
+  else if (l->ta == RT_MM_NOTRANS) { t.ars = l->lda; t.acs = 1; }
+  else { t.ars = 1; t.acs = l->lda; }
+  return rt_mm_tile(&t);
+}
+
 /* -- Integer path --------------------------------------------------------------------------- */
 
 /* C[r, j] = sum_k A[i, k] B[k, j] accumulated in int64, over result rows r = (batch, i). */
@@ -287,6 +306,8 @@ int rt_kern_matmul(RtCall *c, td_tensor *out)
     RtMmLayout l;
     if ((rc = rt_mm_layouts(&m.g, &a, &b, out, INT_MAX, &l))) goto done;
     m.a = rt_ptr(a); m.b = rt_ptr(b);           /* a copied operand's data */
+    if (dt == TD_FLOAT32 && (rc = mm_tile(&m, b, c->in[1], &l)) <= 0) goto done;
+    rc = 0;
     mm_blas(&m, l.ta, l.lda, l.tb, l.ldb, dt);
   } else {
     RtRangeFn fn = dt == TD_UINT8 ? mm_rows_u8 : dt == TD_INT32 ? mm_rows_i32 : dt == TD_INT64 ? mm_rows_i64 : NULL;

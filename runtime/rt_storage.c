@@ -123,6 +123,7 @@ void rt_free(void *p, size_t n)
 
 TD_API void td_empty_cache(void)
 {
+  rt_mm_tile_clear();                       /* its packed weights go back to the blocks freed below */
   pthread_mutex_lock(&cache_mu);
   for (int c = 0; c < NCLASS; c++)
     for (void **p = cache_head[c]; p; ) { void **nx = (void **)*p; free((char *)p - HDR); p = nx; }
@@ -201,6 +202,8 @@ RtStorage *rt_storage_new(size_t nbytes)
   }
   s->refcount = 1; s->device_type = TD_CPU; s->version = 0; s->nbytes = nbytes; s->ptr = p;
   s->jit_ref = 0; s->jit_trace = 0; s->map = NULL; s->dev = NULL;
+  static uint64_t next_uid;
+  s->uid = __atomic_add_fetch(&next_uid, 1, __ATOMIC_RELAXED);
   rt_mem_add(TD_CPU, (int64_t)nbytes);
   return s;
 }

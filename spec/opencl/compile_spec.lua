@@ -125,11 +125,13 @@ H.describe_cl("training steps compiled on OpenCL match CPU eager", function()
       local idx, tgt = CC.randidx({ B, T }, V), CC.randidx({ B, T }, V)
       local le, lc = eager_step(idx, tgt), cstep(idx:to("opencl"), tgt:to("opencl"))
       CC.compare(lc:cpu(), le:detach(), ("step %d loss"):format(s), { rtol = 1e-5, atol = 1e-6 })
-      -- the gradients agree to rounding; the parameters less tightly: Adam
+      -- the gradients agree to rounding (atol: a float32 sum of a few dozen
+      -- products in another order, e.g. the CPU's short matmuls on tide's tile,
+      -- unfused under the -O1 sanitizer build); the parameters less tightly: Adam
       -- divides by |g|, so an element whose gradient is rounding noise around 0
       -- moves by a noisy fraction of lr (3e-3) in either run
       for i = 1, #p1 do
-        CC.compare(p2[i].grad:cpu(), p1[i].grad, ("step %d grad of parameter %d"):format(s, i), { rtol = 1e-4, atol = 1e-6 })
+        CC.compare(p2[i].grad:cpu(), p1[i].grad, ("step %d grad of parameter %d"):format(s, i), { rtol = 1e-4, atol = 3e-6 })
         CC.compare(p2[i]:detach():cpu(), p1[i]:detach(), ("step %d parameter %d"):format(s, i), { rtol = 1e-4, atol = 2e-4 })
       end
     end
