@@ -25,8 +25,9 @@ as OpenCL kernels printed from the kernel IR).
 Run it from the checkout (or with LUA_PATH set as in the README); `make gpt`
 installs the packages and runs a short configuration.
 --]]
-package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./lua/?.lua;./lua/?/init.lua;./examples/lib/?.lua;" .. package.path
 local tide = require "tide"
+local chartext = require "chartext"         -- the text, its vocabulary and batches (examples/lib/chartext.lua)
 local nn, F, data = tide.nn, tide.nn.functional, tide.data
 
 -- -- Options --------------------------------------------------------------------------------
@@ -59,35 +60,9 @@ tide.manual_seed(opt.seed)
 
 -- -- Data ------------------------------------------------------------------------------------------
 
-local function read_text()
-  if opt.text ~= "" then
-    local f = assert(io.open(opt.text, "rb")); local s = f:read("*a"); f:close(); return s
-  end
-  local p = io.popen("bible -l0 gen1:1-rev22:21 2>/dev/null")
-  local s = p and p:read("*a") or ""
-  if p then p:close() end
-  if #s < 1000 then
-    io.stderr:write("no text: install bible-kjv (and bible-kjv-text), or pass --text FILE\n"); os.exit(1)
-  end
-  return s
-end
-
-local text = read_text()
-local vocab = data.CharVocab(text)
-local ids = vocab:encode(text)
-local train, val = data.split(ids, 0.9)
-print(("text: %d characters, vocabulary %d; train %d, val %d"):format(#text, vocab.size, train:numel(), val:numel()))
-
+local text, vocab, train, val = chartext.load(opt.text)
 -- random windows: x (B, T) and the next characters y (B, T)
-local offsets_T = tide.arange(0, opt.block):view(1, opt.block)
-local function batch(split)
-  local n = split:numel() - opt.block - 1
-  local starts = tide.randint(1, n + 1, { opt.batch, 1 })
-  local idx = (starts + offsets_T):view(-1)
-  local x = split:index_select(1, idx):view(opt.batch, opt.block)
-  local y = split:index_select(1, idx + 1):view(opt.batch, opt.block)
-  return x:to(opt.device), y:to(opt.device)
-end
+local batch = chartext.batcher(opt.batch, opt.block, opt.device)
 
 -- -- Model -----------------------------------------------------------------------------------------
 

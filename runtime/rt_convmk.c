@@ -20,10 +20,11 @@
 **   dW       dW[o, k] = sum_l dY[o, l] xp[off_k + l']: taps x channels per
 **            tile, the tap rows read in place (one pointer per tile row, the
 **            valid columns only), dY packed transposed by panels of channels.
-** dX is the flipped convolution (rt_convgemm.c), i.e. this forward.
-** Sums run in float in k order (forward) or position order (dW, over the
-** image blocks of rt_convgemm.c's partials), so results do not depend on the
-** thread count.
+**   dX       phase by phase of dX, each a stride-1 correlation of the padded
+**            dY with that phase's taps: the forward's tile again (below).
+** Sums run in float in k order (forward, dX) or position order (dW, per block
+** of images, the blocks' partials summed in block order), so results do not
+** depend on the thread count.
 */
 #include "rt.h"
 #include "rt_isa.h"

@@ -1,7 +1,7 @@
 --[[
 tide.nn.loss_util -- the argument helpers of the loss functions (tide.nn.losses,
-tide.nn.losses_extra): the reduction option, its application, and the float
-tensor check, each raising at the user's line with the loss's name.
+tide.nn.losses_extra): the reduction option, its application, number options
+and the float tensor check, each raising at the user's line with the loss's name.
 --]]
 local core = require "tide.core"
 local tensor = require "tide.tensor"
@@ -23,6 +23,15 @@ function U.reduce(loss, reduction)
   if reduction == "none" then return loss end
   if reduction == "sum" then return loss:sum() end
   return loss:mean()
+end
+
+-- a number option: default when nil, else a number (not NaN) that ok(v) accepts
+function U.number_option(fname, name, v, default, ok, what)
+  if v == nil then return default end
+  if type(v) ~= "number" or v ~= v or not ok(v) then
+    raise(("%s: %s must be %s, got %s"):format(fname, name, what, U.quoted(v)))
+  end
+  return v
 end
 
 function U.float_tensor(fname, x, argn, what)

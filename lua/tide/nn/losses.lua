@@ -18,6 +18,7 @@ local function fmt_shape(s) return "[" .. table.concat(s, ",") .. "]" end
 
 local U = require "tide.nn.loss_util"
 local quoted, reduction_of, reduce, float_tensor = U.quoted, U.reduction_of, U.reduce, U.float_tensor
+local number_option = U.number_option
 
 -- opts: nil or a table whose keys are all in `allowed` (a typo must not pass silently)
 local function options(fname, opts, argn, allowed) return args.opts(fname, opts, allowed, argn) end
@@ -49,14 +50,6 @@ local function broadcast_option(fname, name, w, shape)
       fmt_shape(shape)))
   end
   return w
-end
-
-local function number_option(fname, name, v, default, ok, what)
-  if v == nil then return default end
-  if type(v) ~= "number" or v ~= v or not ok(v) then
-    raise(("%s: %s must be %s, got %s"):format(fname, name, what, quoted(v)))
-  end
-  return v
 end
 
 -- -- Class-index losses ----------------------------------------------------------------------

@@ -30,18 +30,11 @@ local M = {}
 
 local U = require "tide.nn.loss_util"
 local quoted, reduction_of, reduce, float_tensor = U.quoted, U.reduction_of, U.reduce, U.float_tensor
+local number_option = U.number_option
 
 local function any_tensor(fname, x, argn)
   if not is_tensor(x) then argerr(argn, fname, "Tensor", x) end
   return x
-end
-
-local function number_option(fname, name, v, default, ok, what)
-  if v == nil then return default end
-  if type(v) ~= "number" or v ~= v or not ok(v) then
-    raise(("%s: %s must be %s, got %s"):format(fname, name, what, quoted(v)))
-  end
-  return v
 end
 
 local function bool_option(fname, name, v)
