@@ -4,36 +4,12 @@
 ** TIDE_LOG=code and embedded in compile error messages.
 */
 #include "cg_emit.h"
+#include "cg_text.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* -- Text buffer --------------------------------------------------------------------- */
-
-typedef struct { char *p; size_t n, cap; int oom; } CBuf;
-
-static void cb_vprintf(CBuf *b, const char *fmt, va_list ap)
-{
-  va_list aq;
-  va_copy(aq, ap);
-  int m = vsnprintf(NULL, 0, fmt, aq);
-  va_end(aq);
-  if (m < 0 || b->oom) return;
-  if (b->n + m + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (b->n + m + 1 > cap) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) { b->oom = 1; return; }
-    b->p = p; b->cap = cap;
-  }
-  vsnprintf(b->p + b->n, m + 1, fmt, ap);
-  b->n += m;
-}
-static void cb_printf(CBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void cb_printf(CBuf *b, const char *fmt, ...)
-{ va_list ap; va_start(ap, fmt); cb_vprintf(b, fmt, ap); va_end(ap); }
 
 /* -- Language data -------------------------------------------------------------------- */
 
@@ -53,42 +29,24 @@ static const char *const c_buftype[TD_DTYPE__MAX] = { "uint8_t", "uint8_t", "int
 
 typedef struct {
   CgEmitter em;
-  CBuf body;              /* kernel functions */
-  CBuf decl;              /* libmvec prototypes */
-  char **names;           /* per handle: its text */
-  int *ty, cap;
+  CgText body;              /* kernel functions */
+  CgText decl;              /* libmvec prototypes */
+  CgNames nt;             /* per handle: its text and type */
   int depth, vl;
   const CgKernel *k;
-  int fail;
 } CE;
 
-static const char *nm(CE *c, int v) { return v >= 0 && v < c->cap && c->names[v] ? c->names[v] : "?"; }
+static const char *nm(CE *c, int v) { return cg_names_get(&c->nt, v); }
 static int lanes_of(CE *c, int ty) { return ty == CT_VF32 || ty == CT_VU32 ? c->vl : c->vl / 2; }
 
-static void set_name(CE *c, int v, int ty, const char *text)
-{
-  if (v >= c->cap) {
-    int cap = c->cap ? c->cap : 256;
-    while (cap <= v) cap *= 2;
-    char **n = realloc(c->names, cap * sizeof *n);
-    int *t = n ? realloc(c->ty, cap * sizeof *t) : NULL;
-    if (n) c->names = n;
-    if (!n || !t) { c->fail = 1; return; }
-    c->ty = t;
-    for (int i = c->cap; i < cap; i++) { c->names[i] = NULL; c->ty[i] = 0; }
-    c->cap = cap;
-  }
-  free(c->names[v]);
-  c->names[v] = strdup(text);
-  c->ty[v] = ty;
-}
+static void set_name(CE *c, int v, int ty, const char *text) { cg_names_set(&c->nt, v, ty, text); }
 
 static void line(CE *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void line(CE *c, const char *fmt, ...)
 {
-  cb_printf(&c->body, "%*s", 2 * c->depth, "");
-  va_list ap; va_start(ap, fmt); cb_vprintf(&c->body, fmt, ap); va_end(ap);
-  cb_printf(&c->body, "\n");
+  cg_text_printf(&c->body, "%*s", 2 * c->depth, "");
+  va_list ap; va_start(ap, fmt); cg_text_vprintf(&c->body, fmt, ap); va_end(ap);
+  cg_text_printf(&c->body, "\n");
 }
 
 /* a fresh local named v<N> */
@@ -129,10 +87,10 @@ static void c_const(CgEmitter *e, int v, int ty, double x, int64_t ix)
   char s[64];
   scalar_lit(s, sizeof s, cg_ty_elem(ty), x, ix);
   if (!cg_ty_is_vec(ty)) { set_name(c, v, ty, s); return; }
-  CBuf b = { 0 };
-  cb_printf(&b, "((%s){", c_tyname[ty]);
-  for (int j = 0; j < lanes_of(c, ty); j++) cb_printf(&b, j ? ", %s" : "%s", s);
-  cb_printf(&b, "})");
+  CgText b = { 0 };
+  cg_text_printf(&b, "((%s){", c_tyname[ty]);
+  for (int j = 0; j < lanes_of(c, ty); j++) cg_text_printf(&b, j ? ", %s" : "%s", s);
+  cg_text_printf(&b, "})");
   set_name(c, v, ty, b.p ? b.p : "?");
   free(b.p);
 }
@@ -160,8 +118,8 @@ static int c_op(CgEmitter *e, int v, int ty, int op, int a, int b, int d)
   case CG_E_COPY: line(c, "%s %s = %s;", t, x, an); break;
   case CG_E_SELECT: line(c, "%s %s = %s ? %s : %s;", t, x, an, bn, dn); break;
   case CG_E_SPLAT: {
-    CBuf s = { 0 };
-    for (int j = 0; j < lanes_of(c, ty); j++) cb_printf(&s, j ? ", %s" : "%s", an);
+    CgText s = { 0 };
+    for (int j = 0; j < lanes_of(c, ty); j++) cg_text_printf(&s, j ? ", %s" : "%s", an);
     line(c, "%s %s = { %s };", t, x, s.p ? s.p : "");
     free(s.p);
     break;
@@ -179,10 +137,10 @@ static void c_call(CgEmitter *e, int v, int ty, const char *f, int n, const int 
   char key[64];
   snprintf(key, sizeof key, " %s(", f);
   if (cg_ty_is_vec(ty) && (!c->decl.p || !strstr(c->decl.p, key))) {
-    cb_printf(&c->decl, "%s %s(%s%s%s);\n", c_tyname[ty], f, c_tyname[ty], n > 1 ? ", " : "", n > 1 ? c_tyname[ty] : "");
+    cg_text_printf(&c->decl, "%s %s(%s%s%s);\n", c_tyname[ty], f, c_tyname[ty], n > 1 ? ", " : "", n > 1 ? c_tyname[ty] : "");
   }
-  CBuf s = { 0 };
-  for (int j = 0; j < n; j++) cb_printf(&s, j ? ", %s" : "%s", nm(c, a[j]));
+  CgText s = { 0 };
+  for (int j = 0; j < n; j++) cg_text_printf(&s, j ? ", %s" : "%s", nm(c, a[j]));
   line(c, "%s %s = %s(%s);", c_tyname[ty], local(c, v, ty), f, s.p ? s.p : "");
   free(s.p);
 }
@@ -231,14 +189,14 @@ static void c_assign(CgEmitter *e, int var, int val) { CE *c = (CE *)e; line(c, 
 static void c_lane_get(CgEmitter *e, int v, int vec, int j)
 {
   CE *c = (CE *)e;
-  int et = cg_ty_elem(c->ty[vec]);
+  int et = cg_ty_elem(c->nt.ty[vec]);
   const char *vn = nm(c, vec), *jn = nm(c, j);
   line(c, "%s %s = ((%s *)&%s)[%s];", c_tyname[et], local(c, v, et), c_tyname[et], vn, jn);
 }
 static void c_lane_set(CgEmitter *e, int vec, int j, int val)
 {
   CE *c = (CE *)e;
-  int et = cg_ty_elem(c->ty[vec]);
+  int et = cg_ty_elem(c->nt.ty[vec]);
   line(c, "((%s *)&%s)[%s] = %s;", c_tyname[et], nm(c, vec), nm(c, j), nm(c, val));
 }
 
@@ -258,7 +216,7 @@ static int c_begin_kernel(CgEmitter *e, const CgKernel *k, int vlanes)
 {
   CE *c = (CE *)e;
   c->k = k; c->vl = vlanes; c->depth = 0;
-  for (int i = 0; i < c->cap; i++) { free(c->names[i]); c->names[i] = NULL; }
+  cg_names_clear(&c->nt);
   set_name(c, 0, CT_I64, "r0"); set_name(c, 1, CT_I64, "r1");
   /* no run-time size in the text (cg.h): it is a function of the kernel hash */
   if (k->cred > 0) line(c, "/* %s: tiles of %lld columns (column mode: dims[0] reduction steps) */", k->name, (long long)k->ctile);
@@ -277,7 +235,7 @@ static int c_end_kernel(CgEmitter *e)
   CE *c = (CE *)e;
   c->depth = 0;
   line(c, "}\n");
-  return c->fail || c->body.oom ? rt_err(TD_ERR_NOMEM, "cg: out of memory printing C") : 0;
+  return c->nt.fail || c->body.oom ? rt_err(TD_ERR_NOMEM, "cg: out of memory printing C") : 0;
 }
 
 static void c_init(CE *c)
@@ -288,8 +246,8 @@ static void c_init(CE *c)
 }
 static void c_free(CE *c)
 {
-  for (int i = 0; i < c->cap; i++) free(c->names[i]);
-  free(c->names); free(c->ty); free(c->body.p); free(c->decl.p);
+  cg_names_free(&c->nt);
+  free(c->body.p); free(c->decl.p);
 }
 
 /* -- Entry points ------------------------------------------------------------------- */
@@ -301,11 +259,11 @@ char *cg_c_source_batch(CgKernel *const *ks, int n, int vlanes, int *rcp)
   int rc = 0;
   c.em.caps = cg_caps_host(vlanes);
   for (int i = 0; i < n && !rc; i++) rc = cg_walk(ks[i], &c.em);
-  CBuf out = { 0 };
+  CgText out = { 0 };
   int vb = vlanes * 4;
-  cb_printf(&out, "/* tide kernels: gcc -O3 -march=%s -fno-math-errno -fno-trapping-math -shared ... -lmvec -lm */\n"
+  cg_text_printf(&out, "/* tide kernels: gcc -O3 -march=%s -fno-math-errno -fno-trapping-math -shared ... -lmvec -lm */\n"
             "#include <stdint.h>\n#include <math.h>\n", cg_host_march());
-  cb_printf(&out, "typedef float vf32 __attribute__((vector_size(%d)));\n"
+  cg_text_printf(&out, "typedef float vf32 __attribute__((vector_size(%d)));\n"
             "typedef float vf32u __attribute__((vector_size(%d), aligned(4)));\n"
             "typedef double vf64 __attribute__((vector_size(%d)));\n"
             "typedef double vf64u __attribute__((vector_size(%d), aligned(8)));\n"
@@ -314,8 +272,8 @@ char *cg_c_source_batch(CgKernel *const *ks, int n, int vlanes, int *rcp)
             "typedef uint64_t vu64 __attribute__((vector_size(%d)));\n"
             "typedef uint64_t vu64u __attribute__((vector_size(%d), aligned(8)));\n",
             vb, vb, vb, vb, vb, vb, vb, vb);
-  if (c.decl.p) cb_printf(&out, "%s", c.decl.p);
-  cb_printf(&out, "\n%s", c.body.p ? c.body.p : "");
+  if (c.decl.p) cg_text_printf(&out, "%s", c.decl.p);
+  cg_text_printf(&out, "\n%s", c.body.p ? c.body.p : "");
   c_free(&c);
   if (out.oom) { free(out.p); rt_err(TD_ERR_NOMEM, "cg: out of memory printing C"); return NULL; }
   if (rcp) *rcp = rc;      /* on a walker error the text printed so far is still returned */

@@ -23,35 +23,12 @@
 */
 #include "cl.h"
 #include "../jit/cg_emit.h"
+#include "../jit/cg_text.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* -- Text ----------------------------------------------------------------------------- */
-
-typedef struct { char *p; size_t n, cap; int oom; } GBuf;
-
-static void gb_vprintf(GBuf *b, const char *fmt, va_list ap)
-{
-  va_list aq;
-  va_copy(aq, ap);
-  int m = vsnprintf(NULL, 0, fmt, aq);
-  va_end(aq);
-  if (m < 0 || b->oom) return;
-  if (b->n + m + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (b->n + m + 1 > cap) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) { b->oom = 1; return; }
-    b->p = p; b->cap = cap;
-  }
-  vsnprintf(b->p + b->n, m + 1, fmt, ap);
-  b->n += m;
-}
-static void gb_printf(GBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void gb_printf(GBuf *b, const char *fmt, ...) { va_list ap; va_start(ap, fmt); gb_vprintf(b, fmt, ap); va_end(ap); }
 
 /* -- Language data -------------------------------------------------------------------- */
 
@@ -70,47 +47,29 @@ static const char *const g_opstr[CG_E__MAX] = {
 
 typedef struct {
   CgEmitter em;
-  GBuf out;               /* the program */
-  GBuf body, loc;         /* the kernel being printed: its statements, its local arrays */
-  char **names;
-  int *ty, cap;
-  int depth, fail;
+  CgText out;               /* the program */
+  CgText body, loc;         /* the kernel being printed: its statements, its local arrays */
+  CgNames nt;             /* per handle: its text and type */
+  int depth;
   const CgKernel *k;
   const char *const *tn;  /* type names */
 } GE;
 
-static const char *nm(GE *g, int v) { return v >= 0 && v < g->cap && g->names[v] ? g->names[v] : "?"; }
+static const char *nm(GE *g, int v) { return cg_names_get(&g->nt, v); }
 static const char *tyn(GE *g, int t) { return t >= 0 && t < CT__MAX ? g->tn[t] : "?"; }
 static int lanes_of(GE *g, int ty) { return ty == CT_VF32 || ty == CT_VU32 ? g->em.caps.vlanes : g->em.caps.vlanes / 2; }
 /* a buffer's element type as stored (bool buffers hold bytes) */
 static const char *buf_tyn(GE *g, int t) { return t == CT_BOOL ? "uchar" : tyn(g, t); }
 static void slot_name(char *b, size_t n, int slot) { snprintf(b, n, slot >= CG_SLOT_LOCAL ? "l%d" : "p%d", slot); }
 
-static void set_name(GE *g, int v, int ty, const char *text)
-{
-  if (v < 0) { g->fail = 1; return; }
-  if (v >= g->cap) {
-    int cap = g->cap ? g->cap : 256;
-    while (cap <= v) cap *= 2;
-    char **n = realloc(g->names, cap * sizeof *n);
-    if (n) g->names = n;
-    int *t = n ? realloc(g->ty, cap * sizeof *t) : NULL;
-    if (!n || !t) { g->fail = 1; return; }
-    g->ty = t;
-    for (int i = g->cap; i < cap; i++) { g->names[i] = NULL; g->ty[i] = 0; }
-    g->cap = cap;
-  }
-  free(g->names[v]);
-  g->names[v] = strdup(text);
-  g->ty[v] = ty;
-}
+static void set_name(GE *g, int v, int ty, const char *text) { cg_names_set(&g->nt, v, ty, text); }
 
 static void line(GE *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void line(GE *g, const char *fmt, ...)
 {
-  gb_printf(&g->body, "%*s", 2 * g->depth, "");
-  va_list ap; va_start(ap, fmt); gb_vprintf(&g->body, fmt, ap); va_end(ap);
-  gb_printf(&g->body, "\n");
+  cg_text_printf(&g->body, "%*s", 2 * g->depth, "");
+  va_list ap; va_start(ap, fmt); cg_text_vprintf(&g->body, fmt, ap); va_end(ap);
+  cg_text_printf(&g->body, "\n");
 }
 
 static const char *local(GE *g, int v, int ty)
@@ -176,7 +135,7 @@ static int g_op(CgEmitter *e, int v, int ty, int op, int a, int b, int d)
   case CG_E_SELECT: line(g, "%s %s = %s ? %s : %s;", t, x, an, bn, dn); break;
   case CG_E_EQ: case CG_E_NE: case CG_E_LT: case CG_E_LE: case CG_E_GT: case CG_E_GE:
     /* x != x is the walker's NaN test; on integers it is a constant (clang warns on it) */
-    if (a == b && a >= 0 && a < g->cap && !cg_ty_is_float(g->ty[a])) {
+    if (a == b && a >= 0 && a < g->nt.cap && !cg_ty_is_float(g->nt.ty[a])) {
       line(g, "%s %s = %d;", t, x, op == CG_E_EQ || op == CG_E_LE || op == CG_E_GE);
       break;
     }
@@ -198,8 +157,8 @@ static void g_call(CgEmitter *e, int v, int ty, const char *f, int n, const int 
   snprintf(fn, sizeof fn, "%s", f);
   size_t l = strlen(fn);
   if (cg_ty_elem(ty) == CT_F32 && l > 1 && fn[l - 1] == 'f' && strcmp(fn, "erf") != 0) fn[l - 1] = 0;
-  GBuf s = { 0 };
-  for (int j = 0; j < n; j++) gb_printf(&s, j ? ", %s" : "%s", nm(g, a[j]));
+  CgText s = { 0 };
+  for (int j = 0; j < n; j++) cg_text_printf(&s, j ? ", %s" : "%s", nm(g, a[j]));
   line(g, "%s %s = %s(%s);", tyn(g, ty), local(g, v, ty), fn, s.p ? s.p : "");
   free(s.p);
 }
@@ -223,10 +182,10 @@ static void g_store(CgEmitter *e, int ty, int buf, int idx, int val)
 }
 
 /* CPU-only primitives: the caps never ask for them */
-static void g_store_nt(CgEmitter *e, int ty, int buf, int idx, int val) { ((GE *)e)->fail = 1; }
-static void g_fence(CgEmitter *e) { ((GE *)e)->fail = 1; }
-static void g_row_array(CgEmitter *e, int slot, int ty, int64_t n) { ((GE *)e)->fail = 1; }
-static void g_prefetch(CgEmitter *e, int buf, int idx, int write) { ((GE *)e)->fail = 1; }
+static void g_store_nt(CgEmitter *e, int ty, int buf, int idx, int val) { ((GE *)e)->nt.fail = 1; }
+static void g_fence(CgEmitter *e) { ((GE *)e)->nt.fail = 1; }
+static void g_row_array(CgEmitter *e, int slot, int ty, int64_t n) { ((GE *)e)->nt.fail = 1; }
+static void g_prefetch(CgEmitter *e, int buf, int idx, int write) { ((GE *)e)->nt.fail = 1; }
 
 static void g_var(CgEmitter *e, int v, int ty, int init)
 { GE *g = (GE *)e; const char *in = nm(g, init); line(g, "%s %s = %s;", tyn(g, ty), local(g, v, ty), in); }
@@ -235,14 +194,14 @@ static void g_assign(CgEmitter *e, int var, int val) { GE *g = (GE *)e; line(g, 
 static void g_lane_get(CgEmitter *e, int v, int vec, int j)
 {
   GE *g = (GE *)e;
-  int et = cg_ty_elem(g->ty[vec]);
+  int et = cg_ty_elem(g->nt.ty[vec]);
   const char *vn = nm(g, vec), *jn = nm(g, j);
   line(g, "%s %s = ((%s *)&%s)[%s];", tyn(g, et), local(g, v, et), tyn(g, et), vn, jn);
 }
 static void g_lane_set(CgEmitter *e, int vec, int j, int val)
 {
   GE *g = (GE *)e;
-  int et = cg_ty_elem(g->ty[vec]);
+  int et = cg_ty_elem(g->nt.ty[vec]);
   line(g, "((%s *)&%s)[%s] = %s;", tyn(g, et), nm(g, vec), nm(g, j), nm(g, val));
 }
 
@@ -275,7 +234,7 @@ static void g_barrier(CgEmitter *e) { line((GE *)e, "barrier(CLK_LOCAL_MEM_FENCE
 static void g_local_array(CgEmitter *e, int slot, int ty, int64_t n)
 {
   GE *g = (GE *)e;
-  gb_printf(&g->loc, "  local %s l%d[%lld];\n", buf_tyn(g, ty), slot, (long long)n);
+  cg_text_printf(&g->loc, "  local %s l%d[%lld];\n", buf_tyn(g, ty), slot, (long long)n);
 }
 
 static int g_begin_kernel(CgEmitter *e, const CgKernel *k, int vlanes)
@@ -285,20 +244,20 @@ static int g_begin_kernel(CgEmitter *e, const CgKernel *k, int vlanes)
   g->body.n = 0; g->loc.n = 0;
   if (g->body.p) g->body.p[0] = 0;
   if (g->loc.p) g->loc.p[0] = 0;
-  for (int i = 0; i < g->cap; i++) { free(g->names[i]); g->names[i] = NULL; }
+  cg_names_clear(&g->nt);
   set_name(g, 0, CT_I64, "r0"); set_name(g, 1, CT_I64, "r1");
   /* the parameters: a struct by value (cl_exec.c's layout: dims, then args) */
-  gb_printf(&g->out, "typedef struct { long d[%d];", cg_kernel_ndims(k));
-  if (k->nargs > 0) gb_printf(&g->out, " %s a[%d];", tyn(g, CT_F64), k->nargs);
-  gb_printf(&g->out, " } %s_par;\n", k->name);
-  if (k->cred > 0) gb_printf(&g->out, "/* %s: tiles of %lld columns (column mode) */\n", k->name, (long long)k->ctile);
-  else gb_printf(&g->out, "/* %s: %s */\n", k->name, k->rtgeo ? "run-time geometry" : k->flat > 0 ? "flat" : "rows");
-  gb_printf(&g->out, "kernel void %s(long r0, long r1", k->name);
+  cg_text_printf(&g->out, "typedef struct { long d[%d];", cg_kernel_ndims(k));
+  if (k->nargs > 0) cg_text_printf(&g->out, " %s a[%d];", tyn(g, CT_F64), k->nargs);
+  cg_text_printf(&g->out, " } %s_par;\n", k->name);
+  if (k->cred > 0) cg_text_printf(&g->out, "/* %s: tiles of %lld columns (column mode) */\n", k->name, (long long)k->ctile);
+  else cg_text_printf(&g->out, "/* %s: %s */\n", k->name, k->rtgeo ? "run-time geometry" : k->flat > 0 ? "flat" : "rows");
+  cg_text_printf(&g->out, "kernel void %s(long r0, long r1", k->name);
   for (int b = 0; b < k->nbuf; b++) {
     int bt = k->buf_dtype[b] >= 0 && k->buf_dtype[b] < TD_DTYPE__MAX ? k->buf_dtype[b] : TD_UINT8;
-    gb_printf(&g->out, ", global %s *b%d, long o%d", buf_tyn(g, bt), b, b);
+    cg_text_printf(&g->out, ", global %s *b%d, long o%d", buf_tyn(g, bt), b, b);
   }
-  gb_printf(&g->out, ", %s_par par)\n{\n", k->name);
+  cg_text_printf(&g->out, ", %s_par par)\n{\n", k->name);
   for (int b = 0; b < k->nbuf; b++) {
     int bt = k->buf_dtype[b] >= 0 && k->buf_dtype[b] < TD_DTYPE__MAX ? k->buf_dtype[b] : TD_UINT8;
     line(g, "global %s *p%d = b%d + o%d;", buf_tyn(g, bt), b, b, b);
@@ -310,8 +269,8 @@ static int g_begin_kernel(CgEmitter *e, const CgKernel *k, int vlanes)
 static int g_end_kernel(CgEmitter *e)
 {
   GE *g = (GE *)e;
-  gb_printf(&g->out, "%s%s}\n\n", g->loc.p ? g->loc.p : "", g->body.p ? g->body.p : "");
-  if (g->fail || g->out.oom || g->body.oom || g->loc.oom)
+  cg_text_printf(&g->out, "%s%s}\n\n", g->loc.p ? g->loc.p : "", g->body.p ? g->body.p : "");
+  if (g->nt.fail || g->out.oom || g->body.oom || g->loc.oom)
     return rt_err(TD_ERR_NOMEM, "opencl: out of memory printing %s (or a CPU-only primitive)", g->k ? g->k->name : "?");
   return 0;
 }
@@ -329,14 +288,14 @@ char *ocl_source_batch(CgKernel *const *ks, int n, const CgCaps *caps, int *rc)
                       g_begin_if, g_end, g_comment, g_begin_loop_step, g_wgid, g_barrier, g_local_array };
   g.em.caps = *caps;
   g.tn = caps->fp64 ? g_ty64 : g_ty32;
-  gb_printf(&g.out, "/* tide kernels: OpenCL C 1.2 printed from the kernel IR (opencl/cl_gen.c), "
+  cg_text_printf(&g.out, "/* tide kernels: OpenCL C 1.2 printed from the kernel IR (opencl/cl_gen.c), "
             "work groups of %d */\n", caps->wg);
-  if (caps->fp64) gb_printf(&g.out, "#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n");
-  gb_printf(&g.out, "\n");
+  if (caps->fp64) cg_text_printf(&g.out, "#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n");
+  cg_text_printf(&g.out, "\n");
   int r = 0;
   for (int i = 0; i < n && !r; i++) r = cg_walk(ks[i], &g.em);
-  for (int i = 0; i < g.cap; i++) free(g.names[i]);
-  free(g.names); free(g.ty); free(g.body.p); free(g.loc.p);
+  cg_names_free(&g.nt);
+  free(g.body.p); free(g.loc.p);
   if (g.out.oom) { free(g.out.p); rt_err(TD_ERR_NOMEM, "opencl: out of memory printing kernels"); return NULL; }
   if (rc) *rc = r;
   return g.out.p;
