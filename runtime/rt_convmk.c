@@ -69,11 +69,14 @@ static void pad_range(void *ctx, int64_t b, int64_t e)
             memset(d, 0, (size_t)g->pw * 4);
             memcpy(d + g->pw, sr, (size_t)W * 4);
             memset(d + g->pw + W, 0, (size_t)(Wq - g->pw - W) * 4);
-          } else
-            for (int64_t t = 0; t < Wq; t++) {
-              int64_t iw = t * g->sw + bb - g->pw;
-              d[t] = iw >= 0 && iw < W ? sr[iw] : 0.0f;
-            }
+          } else {                    /* columns t with 0 <= t sw + bb - pw < W: [t0, t1) */
+            int64_t o = bb - g->pw, t0 = o >= 0 ? 0 : (-o + g->sw - 1) / g->sw, t1 = (W - o + g->sw - 1) / g->sw;
+            if (t1 > Wq) t1 = Wq;
+            if (t1 < t0) t1 = t0;
+            memset(d, 0, (size_t)t0 * 4);
+            for (int64_t t = t0; t < t1; t++) d[t] = sr[t * g->sw + o];
+            memset(d + t1, 0, (size_t)(Wq - t1) * 4);
+          }
         }
   }
 }
