@@ -98,6 +98,15 @@ static cl_mem buf_get(size_t n)
     }
     cl_int st;
     cl_mem m = clCreateBuffer(cl_ctx(), CL_MEM_READ_WRITE, r, NULL, &st);
+    /* A CPU device (PoCL) keeps buffers in host memory and allocates them at
+    ** first use, where a failed allocation is an assertion that aborts the
+    ** process: ask the host for the bytes first (not touched, so nothing is
+    ** faulted in) and refuse the buffer if it cannot give them. */
+    if (st == CL_SUCCESS && cl_limits()->cpu && r >= ((size_t)16 << 20)) {
+      void *probe = malloc(r);
+      if (!probe) { clReleaseMemObject(m); return oom(n, "the host cannot hold it (a CPU device's buffers live in host memory)"); }
+      free(probe);
+    }
     if (st == CL_SUCCESS) { held += (int64_t)r; n_created++; return m; }
     if (attempt || !cached || (st != CL_MEM_OBJECT_ALLOCATION_FAILURE && st != CL_OUT_OF_RESOURCES &&
                                st != CL_OUT_OF_HOST_MEMORY))

@@ -203,7 +203,7 @@ function T.index_copy(x, dim, idx, src)
   return tide().where(slice_mask(x, d, idx, "index_copy"), placed, x)
 end
 for _, n in ipairs { "index_fill", "index_copy" } do
-  T[n .. "_"] = function(x, ...) return x:copy_(T[n](x, ...)) end
+  T[n .. "_"] = function(x, ...) targ(x, 1, n .. "_"); return x:copy_(T[n](x, ...)) end
 end
 --- Tensor:index_fill_(dim, index, value) -> Tensor
 --- index_fill in place.
@@ -267,7 +267,7 @@ function T.index_put(x, indices, values, accumulate)
 end
 --- Tensor:index_put_(indices, values[, accumulate = false]) -> Tensor
 --- index_put in place.
-function T.index_put_(x, ...) return x:copy_(T.index_put(x, ...)) end
+function T.index_put_(x, ...) targ(x, 1, "index_put_"); return x:copy_(T.index_put(x, ...)) end
 
 --- Tensor:masked_scatter(mask, source) -> Tensor
 --- A copy of x whose elements where the bool mask (broadcast to x) is true take source's elements in row-major order (also masked_scatter_).

@@ -246,4 +246,22 @@ describe("string and table arguments", function()
       "bad argument #1 to 'register_parametrization' (Module expected, got number)")
     raises_here(function() nn.Linear(2, 2):new() end, "bad argument #1 to 'new' (module class expected, got table)")
   end)
+  it("in-place index ops, a norm's eps, huge sizes (API fuzzer, seed 2121)", function()
+    raises_here(function() tide.Tensor.index_fill_(false, 1, tide.long { 1 }, 0) end,
+      "bad argument #1 to 'index_fill_' (Tensor expected, got boolean)")
+    raises_here(function() tide.Tensor.index_copy_(-1.5, 1, tide.long { 1 }, tide.randn(1)) end,
+      "bad argument #1 to 'index_copy_' (Tensor expected, got number)")
+    raises_here(function() tide.index_put_(2 ^ 63, { tide.long { 1 } }, tide.randn(1)) end,
+      "bad argument #1 to 'index_put_' (Tensor expected, got number)")
+    raises_here(function() F.rms_norm(tide.randn(2, 2), 2, nil, nn.Linear(2, 2)) end,
+      "bad argument #4 to 'rms_norm' (number eps expected, got table)")
+    raises_here(function() F.layer_norm(tide.randn(2, 2), 2, nil, nil, {}) end,
+      "bad argument #5 to 'layer_norm' (number eps expected, got table)")
+    -- each of these ran Lua out of memory (or for hours) before
+    raises_here(function() nn.Upsample({ size = 1e15 })(tide.randn(2, 1, 4, 3)) end,
+      "interpolate: output size 1000000000000000 along dim 3 needs a 1000000000000000 x 4 resampling matrix")
+    raises_here(function() tide.randperm(2 ^ 32) end, "randperm: n = 4294967296 is above 2^26")
+    raises_here(function() nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, { dim_feedforward = 8 }), 2 ^ 31) end,
+      "TransformerEncoder: num_layers = 2147483648 is more than 65536")
+  end)
 end)

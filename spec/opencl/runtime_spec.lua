@@ -74,6 +74,26 @@ H.describe_cl("the device allocator", function()
     assert.truthy(tostring(e3):find("the largest buffer the device allows is", 1, true), e3)
     assert.equal(6, (tide.ones(3, { device = "opencl" }) * 2):sum():item())
   end)
+
+  it("a CPU device whose host cannot hold a buffer: 'out of device memory', not PoCL's abort", function()
+    -- PoCL allocates a buffer's host memory at its first use and asserts when
+    -- that fails (API fuzzer, seed 2121): tide asks the host for the bytes first
+    if not tide.opencl.device_name():find("pthread", 1, true) or H.asan then return end   -- PoCL's CPU device; ASan needs the address space
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write('local tide = require "tide"\n' ..
+      'local ok, e = pcall(tide.full, 2 ^ 31, 0, { device = "opencl" })\n' ..
+      'io.write(ok and "made it" or tostring(e))\n')
+    f:close()
+    local p = io.popen(("ulimit -v 6000000; LUA_PATH=%s timeout -s KILL 120 luajit %s 2>&1; echo \"@rc=$?\""):format(
+      H.sh_quote(package.path), H.sh_quote(path)))
+    local out = p:read("*a")
+    p:close()
+    os.remove(path)
+    assert.truthy(out:find("@rc=0", 1, true), out)
+    assert.truthy(out:find("full: out of device memory: 8589934592 bytes", 1, true), out)
+    assert.truthy(out:find("the host cannot hold it", 1, true), out)
+  end)
 end)
 
 H.describe_cl("the device queue", function()

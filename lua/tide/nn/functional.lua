@@ -138,6 +138,7 @@ F._fused_ok = fused_ok
 --- (x - mean) / sqrt(var + eps) * weight + bias over the trailing dims.
 function F.layer_norm(x, normalized_shape, weight, bias, eps)
   targ(x, 1, "layer_norm"); optarg(weight, 3, "layer_norm"); optarg(bias, 4, "layer_norm")
+  if eps ~= nil and type(eps) ~= "number" then argerr(5, "layer_norm", "number eps", eps) end
   local dims = norm_dims("layer_norm", x, norm_shape("layer_norm", normalized_shape))
   if fused_ok(x, weight, bias) then
     return core.wrap(C.td_layer_norm(x.p, #dims, weight and weight.p, bias and bias.p, eps or 1e-5))
@@ -157,6 +158,7 @@ local finfo_eps = { [4] = 1.1920928955078125e-07, [5] = 2.220446049250313e-16 }
 --- x / sqrt(mean(x^2) + eps) * weight over the trailing dims (eps nil: the dtype's epsilon).
 function F.rms_norm(x, normalized_shape, weight, eps)
   targ(x, 1, "rms_norm"); optarg(weight, 3, "rms_norm")
+  if eps ~= nil and type(eps) ~= "number" then argerr(4, "rms_norm", "number eps", eps) end
   local dims = norm_dims("rms_norm", x, norm_shape("rms_norm", normalized_shape))
   eps = eps or finfo_eps[x.scalar_type] or finfo_eps[4]
   if fused_ok(x, weight) then return core.wrap(C.td_rms_norm(x.p, #dims, weight and weight.p, eps)) end

@@ -172,6 +172,10 @@ function F.interpolate(x, opts)
     local d = k + 2
     local inn, out = x:size(d), outs[k]
     if inn ~= out or kind ~= "nearest" or scales[k] then
+      if out * inn > 2 ^ 26 then       -- the resampling matrix is built in Lua tables
+        raise(("interpolate: output size %.0f along dim %d needs a %.0f x %d resampling matrix, above 2^26 entries"):format(
+          out, d, out, inn))
+      end
       local W = tide.tensor(weights(kind, inn, out, align, scales[k]), { dtype = x.dtype, device = x.device })
       -- y (..., in, ...) -> (..., out, ...): move dim d last, multiply by W^T, move back
       y = y:movedim(d, -1):matmul(W:t()):movedim(-1, d)

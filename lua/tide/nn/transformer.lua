@@ -392,6 +392,7 @@ local function clone_module(m) return deepcopy(m, {}) end
 local function clones(fname, layer, n, cls)
   if not nn.is_module(layer) or getmetatable(layer) ~= cls then args.argerr(1, fname, cls.__name, layer) end
   posint(fname, n, 2, "num_layers")
+  if n > 65536 then raise(("%s: num_layers = %d is more than 65536 copies of the layer"):format(fname, n)) end
   local list = {}
   for i = 1, n do list[i] = clone_module(layer) end
   return nn.ModuleList(list)
