@@ -263,5 +263,6 @@ describe("string and table arguments", function()
     raises_here(function() tide.randperm(2 ^ 32) end, "randperm: n = 4294967296 is above 2^26")
     raises_here(function() nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, { dim_feedforward = 8 }), 2 ^ 31) end,
       "TransformerEncoder: num_layers = 2147483648 is more than 65536")
+    raises_here(function() nn.RNN(3, 3, { num_layers = 2 ^ 31 }) end, "RNN: num_layers = 2147483648 is more than 65536 layers")
   end)
 end)

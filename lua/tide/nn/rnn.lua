@@ -335,6 +335,7 @@ local function base_init(self, name, mode, input_size, hidden_size, opts, extra)
   self.input_size = posint(name, input_size, 1, "input_size")
   self.hidden_size = posint(name, hidden_size, 2, "hidden_size")
   self.num_layers = posint(name, opts.num_layers or 1, 3, "num_layers")
+  if self.num_layers > 65536 then raise(("%s: num_layers = %d is more than 65536 layers"):format(name, self.num_layers)) end
   self.bias = opts.bias ~= false
   self.batch_first = opts.batch_first == true
   local p = opts.dropout or 0
