@@ -131,7 +131,7 @@ function M.randperm(n, opts)
   n = args.count(n, 1, "randperm", "non-negative integer n")
   opts = args.opts("randperm", opts, "dtype device", 2)
   if core.tracing() then raise("randperm: draws a permutation in Lua, which tide.compile cannot trace; call it outside", 2) end
-  if n > 2 ^ 26 then raise(("randperm: n = %.0f is above 2^26 (the permutation is drawn in a Lua table)"):format(n), 2) end
+  if n > 2 ^ 27 then raise(("randperm: n = %.0f is above 2^27 (the permutation is drawn in a Lua table)"):format(n), 2) end
   local p = {}
   for i = 1, n do p[i] = i end
   if n > 1 then
