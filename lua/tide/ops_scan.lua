@@ -288,6 +288,6 @@ function T.masked_scatter(x, mask, src)
 end
 --- Tensor:masked_scatter_(mask, source) -> Tensor
 --- masked_scatter in place.
-function T.masked_scatter_(x, ...) return x:copy_(T.masked_scatter(x, ...)) end
+function T.masked_scatter_(x, ...) targ(x, 1, "masked_scatter_"); return x:copy_(T.masked_scatter(x, ...)) end
 
 return M
