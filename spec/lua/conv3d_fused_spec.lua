@@ -65,6 +65,22 @@ describe("fused conv3d", function()
     assert.is_true(gx.requires_grad)
   end)
 
+  it("TIDE_ISA=v3 and TIDE_CONV_BLAS=1 keep the composite (second derivatives work)", function()
+    local prog = [[
+      local tide = require "tide"
+      local F = tide.nn.functional
+      local x = tide.randn(1, 2, 3, 4, 5):requires_grad_()
+      local w = tide.randn(3, 2, 2, 2, 2):requires_grad_()
+      local gx = tide.autograd.grad((F.conv3d(x, w) ^ 2):sum(), { x }, { create_graph = true })[1]
+      io.write(tide.config().eager_isa, " ", tostring(gx.requires_grad))
+    ]]
+    for _, env in ipairs { { TIDE_ISA = "v3" }, { TIDE_CONV_BLAS = "1" } } do
+      local out, rc = H.child(prog, env)
+      assert(rc == 0 and out:find("true", 1, true), out)
+      if env.TIDE_ISA then assert.truthy(out:find("x86-64-v3", 1, true), out) end
+    end
+  end)
+
   it("an infinity reaches only the outputs and gradients whose windows hold it", function()
     -- dropped columns (past each row, and the rows past OH of each depth slice)
     -- read the next row and slice: they must not leak into what is kept
