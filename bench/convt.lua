@@ -44,8 +44,8 @@ time("convt2d_fwdbwd", function()
   F.conv_transpose2d(x, w, b, o):sum():backward()
 end)
 
--- Conv3d 16 -> 32, 3x3x3, padding 1 on (2, 16, 16, 32, 32) with bias (F.conv3d: one grouped conv2d over
--- the gathered depth taps; no fused form of its own, so F.fused only changes the conv2d under it)
+-- Conv3d 16 -> 32, 3x3x3, padding 1 on (2, 16, 16, 32, 32) with bias (F.conv3d: float32 on x86-64-v4 the
+-- register tiles in 3-D, td_conv3d; the composite is one grouped conv2d over the gathered depth taps)
 local x3 = tide.randn(2, 16, 16, 32, 32):requires_grad_()
 local w3 = (tide.randn(32, 16, 3, 3, 3) * 0.05):requires_grad_()
 local b3 = tide.randn(32):requires_grad_()

@@ -4,7 +4,8 @@
 ** behind a custom autograd node whose backward is one kernel too. Under
 ** create_graph the backward composes ops instead (unfold, matmul and fold for
 ** the convolution, scatter_add or fold for pooling), so higher-order
-** gradients stay right. tide.compile keeps the Lua composite (im2col +
+** gradients stay right (td_conv3d: float32 on rt_convmk.c's tiles, no
+** create_graph). tide.compile keeps the Lua composite (im2col +
 ** matmul, windows + a reduction), which it lowers itself.
 */
 #include "jit_fused.h"
@@ -147,6 +148,99 @@ TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int6
   if (y->nelem > 0 && rt_conv_run(&j)) goto fail;
   if (wants_grad(x, w, b)) {
     if (!(n = jit_node_custom(&conv_rule, 3))) goto fail;
+    edge_of(n, 0, x, true); edge_of(n, 1, w, true); edge_of(n, 2, b, false);
+    ce->g = g;
+    n->ext = ce; n->ext_free = conv_ext_free; ce = NULL;
+    node_attach(n, y);
+  }
+  td_release(xc); td_release(wc); td_release(bc); free(ce);
+  if (pe >= 0) rt_prof_end(pe);
+  return y;
+fail:
+  td_release(xc); td_release(wc); td_release(bc); td_release(y); free(ce);
+  if (pe >= 0) rt_prof_end(pe);
+  return NULL;
+}
+
+/* -- conv3d ---------------------------------------------------------------------------------- */
+
+/* The backward of td_conv3d: dx, dw, db by rt_convmk.c's tiles. Under
+** create_graph it has no composite of ops (F.conv3d's composite, F.fused =
+** false, is differentiable to any order): a clear error instead. */
+static int conv3d_backward(JitCtx *k)
+{
+  const ConvExt *ce = k->n->ext;
+  td_tensor *x = jit_saved_in(k, 0), *w = jit_saved_in(k, 1);
+  if (!x || !w || !GO) return TD_ERR_GRAD;
+  if (td_grad_enabled())
+    return rt_err(TD_ERR_GRAD, "conv3d_backward: create_graph (a gradient of the gradient) is not supported by the "
+                  "fused conv3d; set tide.nn.functional.fused = false for its composite form");
+  td_tensor *g = contig(k, GO), *xc = contig(k, x), *wc = contig(k, w);
+  if (!g || !xc || !wc) return TD_ERR_NOMEM;
+  int dt = x->scalar_type;
+  if (g->device_type != TD_CPU || !g->ptr || g->scalar_type != dt)
+    return rt_err(TD_ERR_GRAD, "conv3d_backward: the gradient must be a CPU tensor of %s", td_dtype_name(dt));
+  JitEdge *e = k->n->edge;
+  td_tensor *dx = needs(k, 0) ? jit_tmp(k, rt_tensor_new(x->ndim, x->sizes, dt)) : NULL;
+  td_tensor *dw = needs(k, 1) ? jit_tmp(k, rt_tensor_new(w->ndim, w->sizes, dt)) : NULL;
+  td_tensor *db = needs(k, 2) ? jit_tmp(k, rt_tensor_new(e[2].ndim, e[2].sizes, dt)) : NULL;
+  if ((needs(k, 0) && !dx) || (needs(k, 1) && !dw) || (needs(k, 2) && !db)) return TD_ERR_NOMEM;
+  RtConvJob j = { .kind = RT_CONV_BWD, .dtype = dt, .g = ce->g, .x = xc->ptr, .w = wc->ptr, .dy = g->ptr,
+                  .dx = dx && dx->nelem > 0 ? dx->ptr : NULL, .dw = dw && dw->nelem > 0 ? dw->ptr : NULL,
+                  .db = db && db->nelem > 0 ? db->ptr : NULL };
+  int rc = rt_conv_run(&j);
+  return rc ? rc : set(k, 0, dx) | set(k, 1, dw) | set(k, 2, db);
+}
+
+static const JitGradRule conv3d_rule = { "conv3d_backward", conv3d_backward, 0 };
+
+TD_API td_tensor *td_conv3d(td_tensor *x, td_tensor *w, td_tensor *b, const int64_t *p, int64_t groups)
+{
+  const char *fn = "conv3d";
+  RT_ARG(x, fn, 1, NULL);
+  RT_ARG(w, fn, 2, NULL);
+  RT_INTERRUPT_CHECK(NULL);
+  if (fused_arg(fn, x, 1, -1) || fused_arg(fn, w, 2, x->scalar_type) || (b && fused_arg(fn, b, 3, x->scalar_type)))
+    return NULL;
+  if (x->scalar_type != TD_FLOAT32)
+    return rt_errp(TD_ERR_DTYPE, "conv3d: the eager kernel takes float32, got %s (F.fused = false: the composite)",
+                   td_dtype_name(x->scalar_type));
+  if (x->ndim != 5 || w->ndim != 5 || groups < 1 || x->sizes[1] % groups || w->sizes[0] % groups ||
+      w->sizes[1] * groups != x->sizes[1] || (b && b->nelem != w->sizes[0]))
+    return rt_errp(TD_ERR_SHAPE, "conv3d: input %s, weight %s%s%s and %lld groups do not fit (N, C, D, H, W), "
+                   "(O, C/groups, kd, kh, kw) and (O)", RT_SHAPE(x), RT_SHAPE(w), b ? ", bias " : "",
+                   b ? RT_SHAPE(b) : "", (long long)groups);
+  RtConvGeom g = { .N = x->sizes[0], .C = x->sizes[1], .D = x->sizes[2], .H = x->sizes[3], .W = x->sizes[4],
+                   .O = w->sizes[0], .G = groups, .kd = w->sizes[2], .kh = w->sizes[3], .kw = w->sizes[4],
+                   .sd = p[0], .sh = p[1], .sw = p[2], .pd = p[3], .ph = p[4], .pw = p[5],
+                   .dd = p[6], .dh = p[7], .dw = p[8] };
+  if (conv_geom(fn, &g)) return NULL;
+  /* the depth as conv_geom's plane: dilated kernel ed, padded depth Dp */
+  int64_t ed, Dp, Y;
+  if (g.kd < 1 || g.sd < 1 || g.dd < 1 || g.pd < 0)
+    return rt_errp(TD_ERR_ARG, "conv3d: depth kernel %lld, stride %lld and dilation %lld must be positive and "
+                   "padding %lld non-negative", (long long)g.kd, (long long)g.sd, (long long)g.dd, (long long)g.pd);
+  if (rt_size_mul(fn, g.dd, g.kd - 1, &ed) || rt_size_add(fn, ed, 1, &ed) || rt_size_mul(fn, 2, g.pd, &Dp) ||
+      rt_size_add(fn, Dp, g.D, &Dp))
+    return NULL;
+  if (Dp < ed)
+    return rt_errp(TD_ERR_SHAPE, "conv3d: the depth %lld kernel (dilated %lld) does not fit the padded depth %lld",
+                   (long long)g.kd, (long long)ed, (long long)Dp);
+  g.OD = (Dp - ed) / g.sd + 1;
+  if (rt_size_mul(fn, g.OD, g.OH * g.OW * g.N, &Y) || rt_size_mul(fn, Y, g.O, &Y)) return NULL;
+  int pe = rt_prof_on ? rt_prof_begin(TD_PROF_OP, fn, 1, &x) : -1;
+  int dt = x->scalar_type;
+  int64_t ys[5] = { g.N, g.O, g.OD, g.OH, g.OW };
+  td_tensor *xc = rt_as_contig(x), *wc = rt_as_contig(w), *bc = b ? rt_as_contig(b) : NULL;
+  td_tensor *y = rt_tensor_new(5, ys, dt);
+  ConvExt *ce = calloc(1, sizeof *ce);
+  JitNode *n = NULL;
+  if (!xc || !wc || (b && !bc) || !y || !ce) { rt_err(TD_ERR_NOMEM, "conv3d: out of memory"); goto fail; }
+  RtConvJob j = { .kind = RT_CONV_FWD, .dtype = dt, .g = g, .x = xc->ptr, .w = wc->ptr, .b = bc ? bc->ptr : NULL,
+                  .y = y->ptr };
+  if (y->nelem > 0 && rt_conv_run(&j)) goto fail;
+  if (wants_grad(x, w, b)) {
+    if (!(n = jit_node_custom(&conv3d_rule, 3))) goto fail;
     edge_of(n, 0, x, true); edge_of(n, 1, w, true); edge_of(n, 2, b, false);
     ce->g = g;
     n->ext = ce; n->ext_free = conv_ext_free; ce = NULL;

@@ -227,8 +227,11 @@ td_tensor *rt_softmax_grad(const td_tensor *g, const td_tensor *y, int64_t dim, 
 /* Convolution and pooling without windows in memory (rt_convgemm.c), run by
 ** jit/jit_conv.c: x (N, C, H, W), w (O, C/G, kh, kw), b (O), y (N, O, OH, OW)
 ** (pooling: O = C, no w), contiguous CPU tensors of `dtype`. */
+/* kd == 0: a 2-D convolution (depth fields unused: one slice); kd >= 1: 3-D
+** (conv3d, x (N, C, D, H, W)), run by rt_convmk.c's tiles only (float32, x86-64-v4) */
 typedef struct RtConvGeom {
   int64_t N, C, H, W, O, G, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
+  int64_t D, kd, sd, pd, dd, OD;
 } RtConvGeom;
 enum { RT_CONV_FWD, RT_CONV_BWD, RT_POOL_MAX_FWD, RT_POOL_MAX_BWD, RT_POOL_AVG_FWD, RT_POOL_AVG_BWD };
 typedef struct RtConvJob {

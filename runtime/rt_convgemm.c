@@ -319,6 +319,19 @@ int RT_ISA_FN(rt_conv_mk)(const RtConvJob *j);    /* rt_convmk.c: 1 when it does
 static int conv_run(const RtConvJob *j)
 {
   const RtConvGeom *g = &j->g;
+  if (g->kd > 0) {                    /* 3-D: rt_convmk.c's tiles alone (dW and db, then dX) */
+    RtConvJob wj = *j, xj = *j;
+    int rc = 0;
+    wj.dx = NULL; xj.dw = NULL; xj.db = NULL;
+    if (j->kind == RT_CONV_FWD) rc = RT_ISA_FN(rt_conv_mk)(j);
+    else {
+      if (j->dw || j->db) rc = RT_ISA_FN(rt_conv_mk)(&wj);
+      if (rc == 0 && j->dx) rc = RT_ISA_FN(rt_conv_mk)(&xj);
+    }
+    return rc == 1 ? rt_err(TD_ERR_ARG, "conv3d: the eager kernel takes float32 on x86-64-v4 with stride phases "
+                            "(%lld x %lld x %lld) up to 64 and TIDE_CONV_BLAS unset (F.fused = false: the composite)",
+                            (long long)g->sd, (long long)g->sh, (long long)g->sw) : rc;
+  }
   if (j->kind == RT_CONV_FWD) {
     int rc = RT_ISA_FN(rt_conv_mk)(j);
     if (rc != 1) return rc;

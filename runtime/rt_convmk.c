@@ -14,6 +14,11 @@
 ** whose B rows are read in place (no im2col matrix, no packing of B). The
 ** columns with ow >= OW (Wq - OW of each row) are computed and dropped; a
 ** valid column reads only its own phase plane.
+** 3-D (g->kd >= 1, conv3d): the same with a depth phase, planes Dq x Hq x Wq
+** per phase (sd sh sw of them), the tap offsets gaining (rd % sd) and
+** (rd / sd) Hq Wq (rd = td dd), and the column space l' = (od Hq + oh) Wq + ow
+** (rows oh >= OH of each slice dropped too, L2 = ((OD - 1) Hq + OH) Wq). A
+** 2-D geometry is one slice deep (D = kd = sd = dd = OD = 1, pd = 0).
 **   forward  y[o, l] = sum_k W[o, k] xp[off_k + l']: 8 output channels x 48
 **            columns per register tile (24 zmm accumulators), the weights
 **            packed by 8 rows so a tile broadcasts contiguous floats;
@@ -36,9 +41,18 @@
 #include "rt_tile.h"
 #define PART_ELEMS (1 << 22)                  /* dW partials per block, at most (as rt_convgemm.c) */
 
+/* the depth of g: a 2-D geometry (kd == 0) is one slice deep */
+typedef struct { int64_t D, kd, sd, pd, dd, OD; } Dep;
+static inline Dep dep_of(const RtConvGeom *g)
+{
+  return g->kd > 0 ? (Dep){ g->D, g->kd, g->sd, g->pd, g->dd, g->OD } : (Dep){ 1, 1, 1, 0, 1, 1 };
+}
+
 typedef struct {
   const RtConvJob *j;
-  int64_t Cg, Og, K, Hq, Wq, CS, L2;          /* phase planes, channel stride CS = sh sw Hq Wq, L2 = OH Wq */
+  Dep d;
+  int64_t Cg, Og, K, Dq, Hq, Wq, PS, CS, L2;  /* phase planes PS = Dq Hq Wq, channel stride CS = sd sh sw PS */
+  int64_t L;                                  /* output positions per channel, OD OH OW */
   float *xp;                                  /* N C channels of phase planes, then zeros (mk_xp_bytes) */
   int64_t *off;                               /* K tap offsets within a group's planes */
   float *wp;                                  /* forward: weights by FMR rows [g][rb][k][FMR] */
@@ -55,16 +69,18 @@ static void pad_range(void *ctx, int64_t b, int64_t e)
 {
   const Mk *m = ctx;
   const RtConvGeom *g = &m->j->g;
-  int64_t H = g->H, W = g->W, Hq = m->Hq, Wq = m->Wq;
+  int64_t D = m->d.D, H = g->H, W = g->W, Dq = m->Dq, Hq = m->Hq, Wq = m->Wq;
   for (int64_t p = b; p < e; p++) {
-    const float *s = (const float *)m->j->x + p * H * W;
+    const float *s = (const float *)m->j->x + p * D * H * W;
+    for (int64_t ad = 0; ad < m->d.sd; ad++)
     for (int64_t a = 0; a < g->sh; a++)
       for (int64_t bb = 0; bb < g->sw; bb++)
+        for (int64_t dq = 0; dq < Dq; dq++)
         for (int64_t i = 0; i < Hq; i++) {
-          float *d = m->xp + p * m->CS + ((a * g->sw + bb) * Hq + i) * Wq;
-          int64_t ih = i * g->sh + a - g->ph;
-          if (ih < 0 || ih >= H) { memset(d, 0, (size_t)Wq * 4); continue; }
-          const float *sr = s + ih * W;
+          float *d = m->xp + p * m->CS + (((ad * g->sh + a) * g->sw + bb) * Dq + dq) * Hq * Wq + i * Wq;
+          int64_t id = dq * m->d.sd + ad - m->d.pd, ih = i * g->sh + a - g->ph;
+          if (id < 0 || id >= D || ih < 0 || ih >= H) { memset(d, 0, (size_t)Wq * 4); continue; }
+          const float *sr = s + (id * H + ih) * W;
           if (g->sw == 1) {
             memset(d, 0, (size_t)g->pw * 4);
             memcpy(d + g->pw, sr, (size_t)W * 4);
@@ -85,28 +101,34 @@ static void pad_range(void *ctx, int64_t b, int64_t e)
 static size_t mk_xp_bytes(const RtConvJob *j)
 {
   const RtConvGeom *g = &j->g;
+  Dep d = dep_of(g);
+  int64_t Dq = (d.D + 2 * d.pd + d.sd - 1) / d.sd;
   int64_t Hq = (g->H + 2 * g->ph + g->sh - 1) / g->sh, Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
-  return ((size_t)(g->N * g->C * g->sh * g->sw * Hq * Wq) + FNR + g->kw * g->dw + 64) * 4;
+  return ((size_t)(g->N * g->C * d.sd * g->sh * g->sw * Dq * Hq * Wq) + FNR + g->kw * g->dw + 64) * 4;
 }
 
 static int mk_setup(Mk *m, const RtConvJob *j)
 {
   const RtConvGeom *g = &j->g;
   m->j = j;
-  m->Cg = g->C / g->G; m->Og = g->O / g->G; m->K = m->Cg * g->kh * g->kw;
+  m->d = dep_of(g);
+  m->Cg = g->C / g->G; m->Og = g->O / g->G; m->K = m->Cg * m->d.kd * g->kh * g->kw;
+  m->Dq = (m->d.D + 2 * m->d.pd + m->d.sd - 1) / m->d.sd;
   m->Hq = (g->H + 2 * g->ph + g->sh - 1) / g->sh; m->Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
-  m->CS = g->sh * g->sw * m->Hq * m->Wq; m->L2 = g->OH * m->Wq;
+  m->PS = m->Dq * m->Hq * m->Wq; m->CS = m->d.sd * g->sh * g->sw * m->PS;
+  m->L2 = ((m->d.OD - 1) * m->Hq + g->OH) * m->Wq; m->L = m->d.OD * g->OH * g->OW;
   size_t planes = (size_t)(g->N * g->C * m->CS), bytes = mk_xp_bytes(j);
   m->xp = rt_alloc(bytes);                    /* the caching allocator: pages already faulted in */
   m->off = malloc((size_t)(m->K > 0 ? m->K : 1) * sizeof *m->off);
   if (!m->xp || !m->off) return -1;
   memset(m->xp + planes, 0, bytes - planes * 4);
-  int64_t pq = m->Hq * m->Wq;
   for (int64_t c = 0, k = 0; c < m->Cg; c++)
+    for (int64_t t = 0; t < m->d.kd; t++)
     for (int64_t ki = 0; ki < g->kh; ki++)
       for (int64_t kj = 0; kj < g->kw; kj++) {
-        int64_t rh = ki * g->dh, rw = kj * g->dw;
-        m->off[k++] = c * m->CS + ((rh % g->sh) * g->sw + rw % g->sw) * pq + rh / g->sh * m->Wq + rw / g->sw;
+        int64_t rd = t * m->d.dd, rh = ki * g->dh, rw = kj * g->dw;
+        m->off[k++] = c * m->CS + (((rd % m->d.sd) * g->sh + rh % g->sh) * g->sw + rw % g->sw) * m->PS +
+                      rd / m->d.sd * m->Hq * m->Wq + rh / g->sh * m->Wq + rw / g->sw;
       }
   rt_parallel_for(g->N * g->C, 1 + 65536 / (m->CS > 0 ? m->CS : 1), pad_range, m);
   return 0;
@@ -114,23 +136,24 @@ static int mk_setup(Mk *m, const RtConvJob *j)
 
 /* -- Forward (the tile is rt_tile.h's) ------------------------------------------------------ */
 
-/* a tile's valid columns (ow < OW, l' < L2) of mr rows into y (plus the bias) */
+/* a tile's valid columns (oh < OH, ow < OW, l' < L2) of mr rows into y (plus the bias) */
 static void store_fwd(const Mk *m, const float *out, int64_t mr, int64_t c0, float *y, const float *bias)
 {
   const RtConvGeom *g = &m->j->g;
-  int64_t L = g->OH * g->OW, Wq = m->Wq, oh = c0 / Wq, ow = c0 - oh * Wq;
+  int64_t L = m->L, Wq = m->Wq, oh = c0 / Wq, ow = c0 - oh * Wq, od = oh / m->Hq;
+  oh -= od * m->Hq;
   for (int64_t jj = 0; jj < FNR && c0 + jj < m->L2; ) {
     int64_t run = FNR - jj;
     if (run > Wq - ow) run = Wq - ow;
     if (run > m->L2 - c0 - jj) run = m->L2 - c0 - jj;
-    int64_t valid = ow < g->OW ? (g->OW - ow < run ? g->OW - ow : run) : 0;
+    int64_t valid = ow < g->OW && oh < g->OH ? (g->OW - ow < run ? g->OW - ow : run) : 0;
     for (int64_t r = 0; r < mr && valid > 0; r++) {
-      float *d = y + r * L + oh * g->OW + ow, bv = bias ? bias[r] : 0.0f;
+      float *d = y + r * L + (od * g->OH + oh) * g->OW + ow, bv = bias ? bias[r] : 0.0f;
       const float *s = out + r * FNR + jj;
       for (int64_t t = 0; t < valid; t++) d[t] = s[t] + bv;
     }
     jj += run; ow += run;
-    if (ow == Wq) { ow = 0; oh++; }
+    if (ow == Wq) { ow = 0; if (++oh == m->Hq) { oh = 0; od++; } }
   }
 }
 
@@ -143,14 +166,14 @@ static void fwd_range(void *ctx, int64_t b, int64_t e)
   for (int64_t u = b; u < e; u++) {
     int64_t n = u / (g->G * m->nit), gi = (u / m->nit) % g->G, it = u % m->nit;
     const float *xg = m->xp + (n * g->C + gi * m->Cg) * m->CS;
-    float *yg = (float *)j->y + (n * g->O + gi * m->Og) * g->OH * g->OW;
+    float *yg = (float *)j->y + (n * g->O + gi * m->Og) * m->L;
     for (int64_t p = it * m->ppi; p < (it + 1) * m->ppi; p++) {
       int64_t c0 = p * FNR;
       if (c0 >= m->L2) break;
       for (int64_t rb = 0; rb < m->nrb; rb++) {
         int64_t o0 = rb * FMR, mr = m->Og - o0 < FMR ? m->Og - o0 : FMR;
         tile_fwd(m->K, m->wp + (gi * m->nrb + rb) * m->K * FMR, xg + c0, m->off, out);
-        store_fwd(m, out, mr, c0, yg + o0 * g->OH * g->OW, j->b ? (const float *)j->b + gi * m->Og + o0 : NULL);
+        store_fwd(m, out, mr, c0, yg + o0 * m->L, j->b ? (const float *)j->b + gi * m->Og + o0 : NULL);
       }
     }
   }
@@ -176,7 +199,7 @@ static int mk_fwd(const RtConvJob *j)
   rt_parallel_for(g->N * g->G * m.nit, 1, fwd_range, &m);
   goto done;
 nomem:
-  rc = rt_err(TD_ERR_NOMEM, "conv2d: out of memory");
+  rc = rt_err(TD_ERR_NOMEM, "%s: out of memory", g->kd > 0 ? "conv3d" : "conv2d");
 done:
   rt_free(m.xp, mk_xp_bytes(j)); free(m.off); free(m.wp);
   return rc;
@@ -209,7 +232,7 @@ static void wgt_range(void *ctx, int64_t b, int64_t e)
   Mk *m = ctx;
   const RtConvJob *j = m->j;
   const RtConvGeom *g = &j->g;
-  int64_t L = g->OH * g->OW, Og = m->Og, K = m->K;
+  int64_t L = m->L, Og = m->Og, K = m->K;
   int nv = Og > 2 * VL ? 4 : Og > VL ? 2 : 1, R = nv == 4 ? 6 : nv == 2 ? 12 : 8, nr = nv * VL;
   int64_t npan = (Og + nr - 1) / nr, lt = m->rows * g->OW;
   float *bp = aligned_alloc(64, (size_t)(npan * lt * nr) * 4), out[WMR_MAX * WNR_MAX];
@@ -232,6 +255,7 @@ static void wgt_range(void *ctx, int64_t b, int64_t e)
           }
         if (!pw) continue;
         const float *xg = m->xp + (n * g->C + gi * m->Cg) * m->CS;
+        for (int64_t od = 0; od < m->d.OD; od++)   /* a tile's rows lie in one depth slice */
         for (int64_t oh0 = 0; oh0 < g->OH; oh0 += m->rows) {
           int64_t nseg = g->OH - oh0 < m->rows ? g->OH - oh0 : m->rows, len = nseg * g->OW;
           /* bp[panel][l][nr] = dY[o][l] (zeros past Og) */
@@ -239,12 +263,12 @@ static void wgt_range(void *ctx, int64_t b, int64_t e)
             for (int64_t v = 0; v < nr; v++) {
               int64_t o = p * nr + v;
               float *d = bp + p * len * nr + v;
-              if (o < Og) { const float *s = dyg + o * L + oh0 * g->OW; for (int64_t l = 0; l < len; l++) d[l * nr] = s[l]; }
+              if (o < Og) { const float *s = dyg + o * L + (od * g->OH + oh0) * g->OW; for (int64_t l = 0; l < len; l++) d[l * nr] = s[l]; }
               else for (int64_t l = 0; l < len; l++) d[l * nr] = 0;
             }
           for (int64_t k0 = 0; k0 < K; k0 += R) {
             const float *arow[WMR_MAX];
-            for (int r = 0; r < R; r++) arow[r] = xg + m->off[k0 + r < K ? k0 + r : k0] + oh0 * m->Wq;
+            for (int r = 0; r < R; r++) arow[r] = xg + m->off[k0 + r < K ? k0 + r : k0] + (od * m->Hq + oh0) * m->Wq;
             for (int64_t p = 0; p < npan; p++) {
               const float *bpp = bp + p * len * nr;
               if (nv == 4) tile_wgt_6_4(nseg, g->OW, m->Wq, arow, bpp, out);
@@ -309,7 +333,7 @@ static int mk_wgt(const RtConvJob *j)
   } else rt_parallel_for(g->O * m.K + g->O, 4096, wsum_range, &m);
   goto done;
 nomem:
-  rc = rt_err(TD_ERR_NOMEM, "conv2d_backward: out of memory");
+  rc = rt_err(TD_ERR_NOMEM, "%s_backward: out of memory", g->kd > 0 ? "conv3d" : "conv2d");
 done:
   rt_free(m.xp, mk_xp_bytes(j)); free(m.off); rt_free(m.part, m.pstride * (size_t)(m.nblk > 0 ? m.nblk : 1));
   return rc;
@@ -323,17 +347,23 @@ done:
 ** taps, rows c and inner index k' = (o, ki, kj):
 **   dX[c, sh i + a - ph, sw j + b - pw] = sum_k' W[o, c, ki, kj] dYp[o, i - qi + Qh, j - qj + Qw]
 ** the forward's tile again, in the column space l' = i Wd + j of the phase.
+** 3-D: phases (ad, a, b), dYp slices Rz x Rd x Wd (dY at depth Qd), columns
+** l' = (iz Rd + i) Wd + j with the rows i >= ni of each slice dropped.
 ** Stride 1 is the flipped convolution. Every dX element lies in one phase,
 ** so nothing is zeroed first. */
 
+#define MAXPH 64
+
 typedef struct {
   const RtConvJob *j;
-  int64_t Cg, Og, Qh, Qw, Rd, Wd;             /* dYp planes: Rd x Wd, dY at row Qh, column Qw */
+  Dep dp;
+  int64_t Cg, Og, Qd, Qh, Qw, Rz, Rd, Wd;     /* dYp: Rz slices of Rd x Wd, dY at slice Qd, row Qh, column Qw */
   float *dyp;
-  int64_t nph, nrb;                           /* phases (sh sw), row blocks of Cg */
-  int64_t kp[64], k0[64];                     /* per phase: its taps' count (o, ki, kj) and first index */
-  int64_t ni[64], nj[64], i0[64], j0[64];     /* per phase: rows, columns (from 0), first valid row, column */
-  int64_t nit[64], it0[65];                   /* per phase: items per (n, g) and their prefix sums */
+  int64_t nph, nrb;                           /* phases (sd sh sw), row blocks of Cg */
+  int64_t kp[MAXPH], k0[MAXPH];               /* per phase: its taps' count (o, td, ki, kj) and first index */
+  int64_t nz[MAXPH], ni[MAXPH], nj[MAXPH];    /* per phase: slices, rows, columns (from 0) */
+  int64_t z0[MAXPH], i0[MAXPH], j0[MAXPH];    /* per phase: first valid slice, row, column */
+  int64_t nit[MAXPH], it0[MAXPH + 1];         /* per phase: items per (n, g) and their prefix sums */
   int64_t ppi;
   int64_t *off;                               /* offsets, phase by phase */
   float *ap;                                  /* weights: [g][tap index k0[p] + k'] by FMR rows of c */
@@ -342,7 +372,7 @@ typedef struct {
 static size_t mk_dyp_bytes(const MkDx *d)
 {
   const RtConvGeom *g = &d->j->g;
-  return ((size_t)(g->N * g->O * d->Rd * d->Wd) + FNR + d->Qw + 64) * 4;
+  return ((size_t)(g->N * g->O * d->Rz * d->Rd * d->Wd) + FNR + d->Qw + 64) * 4;
 }
 
 static void dyp_range(void *ctx, int64_t b, int64_t e)
@@ -350,11 +380,19 @@ static void dyp_range(void *ctx, int64_t b, int64_t e)
   const MkDx *d = ctx;
   const RtConvGeom *g = &d->j->g;
   for (int64_t p = b; p < e; p++) {
-    const float *s = (const float *)d->j->dy + p * g->OH * g->OW;
-    float *t = d->dyp + p * d->Rd * d->Wd;
-    memset(t, 0, (size_t)(d->Rd * d->Wd) * 4);
-    for (int64_t oh = 0; oh < g->OH; oh++) memcpy(t + (oh + d->Qh) * d->Wd + d->Qw, s + oh * g->OW, (size_t)g->OW * 4);
+    const float *s = (const float *)d->j->dy + p * d->dp.OD * g->OH * g->OW;
+    float *t = d->dyp + p * d->Rz * d->Rd * d->Wd;
+    memset(t, 0, (size_t)(d->Rz * d->Rd * d->Wd) * 4);
+    for (int64_t od = 0; od < d->dp.OD; od++)
+      for (int64_t oh = 0; oh < g->OH; oh++)
+        memcpy(t + ((od + d->Qd) * d->Rd + oh + d->Qh) * d->Wd + d->Qw, s + (od * g->OH + oh) * g->OW,
+               (size_t)g->OW * 4);
   }
+}
+
+static int64_t dx_cols(const MkDx *d, int64_t p)
+{
+  return d->nz[p] > 0 && d->ni[p] > 0 ? ((d->nz[p] - 1) * d->Rd + d->ni[p]) * d->Wd : 0;
 }
 
 static void dx_range(void *ctx, int64_t b, int64_t e)
@@ -362,65 +400,76 @@ static void dx_range(void *ctx, int64_t b, int64_t e)
   const MkDx *d = ctx;
   const RtConvJob *j = d->j;
   const RtConvGeom *g = &j->g;
-  int64_t T = d->it0[d->nph], HW = g->H * g->W;
+  int64_t T = d->it0[d->nph], HW = g->H * g->W, DHW = d->dp.D * HW, kk = d->dp.kd * g->kh * g->kw;
   float out[FMR * FNR];
   for (int64_t u = b; u < e; u++) {
     int64_t n = u / (g->G * T), gi = (u / T) % g->G, r = u % T, p = 0;
     while (r >= d->it0[p + 1]) p++;
-    int64_t it = r - d->it0[p], a = p / g->sw, bb = p % g->sw, L2 = d->ni[p] * d->Wd;
-    const float *dyg = d->dyp + (n * g->O + gi * d->Og) * d->Rd * d->Wd;
-    float *dxg = (float *)j->dx + (n * g->C + gi * d->Cg) * HW;
+    int64_t it = r - d->it0[p], az = p / (g->sh * g->sw), a = p / g->sw % g->sh, bb = p % g->sw, L2 = dx_cols(d, p);
+    const float *dyg = d->dyp + (n * g->O + gi * d->Og) * d->Rz * d->Rd * d->Wd;
+    float *dxg = (float *)j->dx + (n * g->C + gi * d->Cg) * DHW;
     for (int64_t q = it * d->ppi; q < (it + 1) * d->ppi; q++) {
       int64_t c0 = q * FNR;
       if (c0 >= L2) break;
       for (int64_t rb = 0; rb < d->nrb; rb++) {
         int64_t cb = rb * FMR, mr = d->Cg - cb < FMR ? d->Cg - cb : FMR;
-        tile_fwd(d->kp[p], d->ap + ((gi * d->nrb + rb) * g->O / g->G * g->kh * g->kw + d->k0[p]) * FMR,
-                 dyg + c0, d->off + d->k0[p], out);
-        /* columns l' = i Wd + jj, by runs within a row: rows i >= i0, columns j0 <= jj < nj go to dX */
-        int64_t i = c0 / d->Wd, jj = c0 - i * d->Wd;
+        tile_fwd(d->kp[p], d->ap + ((gi * d->nrb + rb) * d->Og * kk + d->k0[p]) * FMR, dyg + c0, d->off + d->k0[p], out);
+        /* columns l' = (iz Rd + i) Wd + jj, by runs within a row: slices iz >= z0, rows i0 <= i < ni,
+        ** columns j0 <= jj < nj go to dX */
+        int64_t i = c0 / d->Wd, jj = c0 - i * d->Wd, iz = i / d->Rd;
+        i -= iz * d->Rd;
         for (int64_t t = 0; t < FNR && c0 + t < L2; ) {
           int64_t run = FNR - t;
           if (run > d->Wd - jj) run = d->Wd - jj;
           if (run > L2 - c0 - t) run = L2 - c0 - t;
           int64_t lo = jj > d->j0[p] ? jj : d->j0[p], hi = jj + run < d->nj[p] ? jj + run : d->nj[p];
-          if (i >= d->i0[p] && lo < hi) {
-            float *dst = dxg + cb * HW + (i * g->sh + a - g->ph) * g->W + bb - g->pw;
+          if (iz >= d->z0[p] && i >= d->i0[p] && i < d->ni[p] && lo < hi) {
+            float *dst = dxg + cb * DHW + (iz * d->dp.sd + az - d->dp.pd) * HW + (i * g->sh + a - g->ph) * g->W + bb - g->pw;
             const float *src = out + t - jj;
-            for (int64_t rr = 0; rr < mr; rr++, dst += HW, src += FNR) {
+            for (int64_t rr = 0; rr < mr; rr++, dst += DHW, src += FNR) {
               if (g->sw == 1) for (int64_t q = lo; q < hi; q++) dst[q] = src[q];
               else for (int64_t q = lo; q < hi; q++) dst[q * g->sw] = src[q];
             }
           }
           t += run; jj += run;
-          if (jj == d->Wd) { jj = 0; i++; }
+          if (jj == d->Wd) { jj = 0; if (++i == d->Rd) { i = 0; iz++; } }
         }
       }
     }
   }
 }
 
+/* the phase's rows (from 0) of an axis of n padded by pad, stride s, phase a; and its first valid one */
+static void dx_axis(int64_t n, int64_t pad, int64_t s, int64_t a, int64_t *cnt, int64_t *first)
+{
+  *cnt = n - 1 + pad - a >= 0 ? (n - 1 + pad - a) / s + 1 : 0;
+  *first = pad > a ? (pad - a + s - 1) / s : 0;
+}
+
 static int mk_dx(const RtConvJob *j)
 {
   const RtConvGeom *g = &j->g;
-  MkDx d = { .j = j, .Cg = g->C / g->G, .Og = g->O / g->G };
+  MkDx d = { .j = j, .dp = dep_of(g), .Cg = g->C / g->G, .Og = g->O / g->G };
   int rc = 0;
-  d.nph = g->sh * g->sw;
-  if (d.nph > 64) return 1;
+  d.nph = d.dp.sd * g->sh * g->sw;
+  if (d.nph > MAXPH) return 1;
+  d.Qd = (d.dp.kd - 1) * d.dp.dd / d.dp.sd;
   d.Qh = (g->kh - 1) * g->dh / g->sh; d.Qw = (g->kw - 1) * g->dw / g->sw;
-  int64_t imax = 0, jmax = 0, ktot = 0, kk = g->kh * g->kw;
+  int64_t zmax = 0, imax = 0, jmax = 0, ktot = 0, kk = d.dp.kd * g->kh * g->kw;
   for (int64_t p = 0; p < d.nph; p++) {
-    int64_t a = p / g->sw, b = p % g->sw, nh = 0, nw = 0;
+    int64_t az = p / (g->sh * g->sw), a = p / g->sw % g->sh, b = p % g->sw, nz = 0, nh = 0, nw = 0;
+    for (int64_t t = 0; t < d.dp.kd; t++) nz += t * d.dp.dd % d.dp.sd == az;
     for (int64_t ki = 0; ki < g->kh; ki++) nh += ki * g->dh % g->sh == a;
     for (int64_t kj = 0; kj < g->kw; kj++) nw += kj * g->dw % g->sw == b;
-    d.kp[p] = d.Og * nh * nw; d.k0[p] = ktot; ktot += d.kp[p];
-    d.ni[p] = g->H - 1 + g->ph - a >= 0 ? (g->H - 1 + g->ph - a) / g->sh + 1 : 0;
-    d.nj[p] = g->W - 1 + g->pw - b >= 0 ? (g->W - 1 + g->pw - b) / g->sw + 1 : 0;
-    d.i0[p] = g->ph > a ? (g->ph - a + g->sh - 1) / g->sh : 0;
-    d.j0[p] = g->pw > b ? (g->pw - b + g->sw - 1) / g->sw : 0;
+    d.kp[p] = d.Og * nz * nh * nw; d.k0[p] = ktot; ktot += d.kp[p];
+    dx_axis(d.dp.D, d.dp.pd, d.dp.sd, az, &d.nz[p], &d.z0[p]);
+    dx_axis(g->H, g->ph, g->sh, a, &d.ni[p], &d.i0[p]);
+    dx_axis(g->W, g->pw, g->sw, b, &d.nj[p], &d.j0[p]);
+    if (d.nz[p] > zmax) zmax = d.nz[p];
     if (d.ni[p] > imax) imax = d.ni[p];
     if (d.nj[p] > jmax) jmax = d.nj[p];
   }
+  d.Rz = d.Qd + (d.dp.OD > zmax ? d.dp.OD : zmax);
   d.Rd = d.Qh + (g->OH > imax ? g->OH : imax);
   d.Wd = d.Qw + (g->OW > jmax ? g->OW : jmax);
   d.nrb = (d.Cg + FMR - 1) / FMR;
@@ -428,40 +477,44 @@ static int mk_dx(const RtConvJob *j)
   d.off = malloc((size_t)(ktot > 0 ? ktot : 1) * sizeof *d.off);
   d.ap = calloc((size_t)(g->G * d.nrb * d.Og * kk * FMR) + 1, 4);
   if (!d.dyp || !d.off || !d.ap) goto nomem;
-  size_t planes = (size_t)(g->N * g->O * d.Rd * d.Wd);
+  size_t planes = (size_t)(g->N * g->O * d.Rz * d.Rd * d.Wd);
   memset(d.dyp + planes, 0, mk_dyp_bytes(&d) - planes * 4);
   /* the taps of each phase: offsets into dYp and the weights packed by FMR rows of c */
   for (int64_t p = 0; p < d.nph; p++) {
-    int64_t a = p / g->sw, b = p % g->sw, k = d.k0[p];
+    int64_t az = p / (g->sh * g->sw), a = p / g->sw % g->sh, b = p % g->sw, k = d.k0[p];
     for (int64_t o = 0; o < d.Og; o++)
-      for (int64_t ki = 0; ki < g->kh; ki++) {
-        if (ki * g->dh % g->sh != a) continue;
-        for (int64_t kj = 0; kj < g->kw; kj++) {
-          if (kj * g->dw % g->sw != b) continue;
-          int64_t qi = ki * g->dh / g->sh, qj = kj * g->dw / g->sw;
-          d.off[k] = o * d.Rd * d.Wd + (d.Qh - qi) * d.Wd + (d.Qw - qj);
-          for (int64_t gi = 0; gi < g->G; gi++)
-            for (int64_t c = 0; c < d.Cg; c++)
-              d.ap[((gi * d.nrb + c / FMR) * d.Og * kk + k) * FMR + c % FMR] =
-                ((const float *)j->w)[(((gi * d.Og + o) * d.Cg + c) * g->kh + ki) * g->kw + kj];
-          k++;
+      for (int64_t t = 0; t < d.dp.kd; t++) {
+        if (t * d.dp.dd % d.dp.sd != az) continue;
+        for (int64_t ki = 0; ki < g->kh; ki++) {
+          if (ki * g->dh % g->sh != a) continue;
+          for (int64_t kj = 0; kj < g->kw; kj++) {
+            if (kj * g->dw % g->sw != b) continue;
+            int64_t qz = t * d.dp.dd / d.dp.sd, qi = ki * g->dh / g->sh, qj = kj * g->dw / g->sw;
+            d.off[k] = ((o * d.Rz + d.Qd - qz) * d.Rd + d.Qh - qi) * d.Wd + (d.Qw - qj);
+            for (int64_t gi = 0; gi < g->G; gi++)
+              for (int64_t c = 0; c < d.Cg; c++)
+                d.ap[((gi * d.nrb + c / FMR) * d.Og * kk + k) * FMR + c % FMR] =
+                  ((const float *)j->w)[((((gi * d.Og + o) * d.Cg + c) * d.dp.kd + t) * g->kh + ki) * g->kw + kj];
+            k++;
+          }
         }
       }
   }
-  rt_parallel_for(g->N * g->O, 1 + 65536 / (d.Rd * d.Wd > 0 ? d.Rd * d.Wd : 1), dyp_range, &d);
+  int64_t plane = d.Rz * d.Rd * d.Wd;
+  rt_parallel_for(g->N * g->O, 1 + 65536 / (plane > 0 ? plane : 1), dyp_range, &d);
   /* items: (n, g, phase, ppi panels of about 2 M FMAs) */
   int64_t fma = d.Cg * (d.Og * kk / d.nph + 1) * FNR;
   d.ppi = 1 + (1 << 21) / (fma > 0 ? fma : 1);
   d.it0[0] = 0;
   for (int64_t p = 0; p < d.nph; p++) {
-    int64_t panels = (d.ni[p] * d.Wd + FNR - 1) / FNR;
+    int64_t panels = (dx_cols(&d, p) + FNR - 1) / FNR;
     d.nit[p] = (panels + d.ppi - 1) / d.ppi;
     d.it0[p + 1] = d.it0[p] + d.nit[p];
   }
   rt_parallel_for(g->N * g->G * d.it0[d.nph], 1, dx_range, &d);
   goto done;
 nomem:
-  rc = rt_err(TD_ERR_NOMEM, "conv2d_backward: out of memory");
+  rc = rt_err(TD_ERR_NOMEM, "%s_backward: out of memory", g->kd > 0 ? "conv3d" : "conv2d");
 done:
   if (d.dyp) rt_free(d.dyp, mk_dyp_bytes(&d));
   free(d.off); free(d.ap);

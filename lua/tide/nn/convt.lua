@@ -16,10 +16,14 @@ for x, i.e. conv2d's forward; the product of x with dY's windows for the
 weight). The output size is
   (H - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
 
-conv3d is a composite over conv2d: the kD depth slices that meet each output
-depth are gathered into the channels (x (N, C, D, H, W) -> (N*OD, g*kD*C/g, H,
-W), kD copies of the input) and one grouped conv2d with the weight's depth
-taps moved into its channels does the rest; memory is kD times the input's.
+conv3d, float32 on the CPU outside traces with eager_isa x86-64-v4 (F.fused,
+TIDE_CONV_BLAS unset), is td_conv3d (jit/jit_conv.c): rt_convmk.c's register
+tiles extended by a depth axis, forward and backward (dx, dw, db), with no
+create_graph form (an error that names F.fused = false). Elsewhere it is a
+composite over conv2d: the kD depth slices that meet each output depth are
+gathered into the channels (x (N, C, D, H, W) -> (N*OD, g*kD*C/g, H, W), kD
+copies of the input) and one grouped conv2d with the weight's depth taps
+moved into its channels does the rest; memory is kD times the input's.
 --]]
 local tide = require "tide"
 local core = require "tide.core"
@@ -30,6 +34,12 @@ local F, init = nn.functional, nn.init
 
 local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
 local params = core.ffi.new("int64_t[8]")
+local params3 = core.ffi.new("int64_t[9]")
+local v4 = core.ffi.string(core.C.td_eager_isa()) == "x86-64-v4"
+local function conv_blas()
+  local e = os.getenv("TIDE_CONV_BLAS")
+  return e ~= nil and e ~= "" and e:sub(1, 1) ~= "0"
+end
 
 -- an int or a list of n ints -> a list of n ints (name the argument in errors)
 local function tuple(fname, v, n, argn, what, min)
@@ -166,7 +176,7 @@ end
 -- -- conv3d -----------------------------------------------------------------------------------
 
 --- F.conv3d(x, weight[, bias][, {stride = 1, padding = 0, dilation = 1, groups = 1}]) -> Tensor
---- 3-D convolution of x (N, C, D, H, W) with weight (O, C/groups, kd, kh, kw): one grouped conv2d over the gathered depth taps (memory kd times the input's; about 2x PyTorch's CPU time, bench/RESULTS.md).
+--- 3-D convolution of x (N, C, D, H, W) with weight (O, C/groups, kd, kh, kw): float32 on x86-64-v4 by the register tiles (td_conv3d; no create_graph, use F.fused = false), else one grouped conv2d over the gathered depth taps (bench/RESULTS.md).
 function F.conv3d(x, w, b, opts)
   local fname = "conv3d"
   opts = args.opts(fname, opts, "stride padding dilation groups", 4)
@@ -194,6 +204,11 @@ function F.conv3d(x, w, b, opts)
   if OD < 1 then
     raise(("%s: the depth %d kernel (dilation %d) does not fit the padded depth %d of input %s")
       :format(fname, kd, dl[1], Dp, shape(x)))
+  end
+  -- the register tiles (td_conv3d): float32, x86-64-v4, at most 64 stride phases (rt_convmk.c's dX)
+  if v4 and x.dtype == tide.float32 and st[1] * st[2] * st[3] <= 64 and F._fused_ok(x, w, b) and not conv_blas() then
+    for i, v in ipairs { st[1], st[2], st[3], pd[1], pd[2], pd[3], dl[1], dl[2], dl[3] } do params3[i - 1] = v end
+    return core.wrap(core.C.td_conv3d(x.p, w.p, b and b.p, params3, g))
   end
   if pd[1] > 0 then x = F.pad(x, { 0, 0, 0, 0, pd[1], pd[1] }) end
   -- index (OD*kd): depth od*stride + t*dilation (0-based) for output od and tap t
@@ -320,7 +335,7 @@ conv_layer("ConvTranspose2d", 2, true, F.conv_transpose2d)
 --- Transposed 1-D convolution over (N, C, L); opts as ConvTranspose2d.
 conv_layer("ConvTranspose1d", 1, true, F.conv_transpose1d)
 --- nn.Conv3d(in_channels, out_channels, kernel_size[, {stride = 1, padding = 0, dilation = 1, groups = 1, bias = true, dtype, device}])
---- 3-D convolution over (N, C, D, H, W) (F.conv3d: a composite over conv2d).
+--- 3-D convolution over (N, C, D, H, W) (F.conv3d).
 conv_layer("Conv3d", 3, false, F.conv3d)
 
 return F
