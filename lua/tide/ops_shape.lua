@@ -219,6 +219,9 @@ function T.repeat_interleave(x, repeats, dim)
     return out:reshape(s)
   end
   args.tensor(repeats, 2, "repeat_interleave")
+  if repeats:is_floating_point() or repeats.dtype == tide().bool then
+    raise(("repeat_interleave: repeats must be an integer tensor, got %s"):format(repeats.dtype.name))
+  end
   if core.tracing() then
     raise("repeat_interleave: with a tensor of counts the output's size depends on its values, "
       .. "which tide.compile cannot trace; call it outside the compiled function")
@@ -227,9 +230,15 @@ function T.repeat_interleave(x, repeats, dim)
   if #counts ~= x:size(d) then
     raise(("repeat_interleave: %d counts for dim %d of size %d"):format(#counts, d, x:size(d)))
   end
-  local idx = {}
-  for i, c in ipairs(counts) do
+  local idx, total = {}, 0
+  for _, c in ipairs(counts) do
     if c < 0 or c ~= math.floor(c) then raise(("repeat_interleave: count %s is not a non-negative integer"):format(tostring(c))) end
+    total = total + c
+  end
+  if total > 2 ^ 27 then      -- the index is built in a Lua table
+    raise(("repeat_interleave: the counts add up to %.0f, above 2^27"):format(total))
+  end
+  for i, c in ipairs(counts) do
     for _ = 1, c do idx[#idx + 1] = i end
   end
   return x:index_select(d, tide().tensor(idx, { dtype = tide().int64, device = x.device }))

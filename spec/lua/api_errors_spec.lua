@@ -246,13 +246,17 @@ describe("string and table arguments", function()
       "bad argument #1 to 'register_parametrization' (Module expected, got number)")
     raises_here(function() nn.Linear(2, 2):new() end, "bad argument #1 to 'new' (module class expected, got table)")
   end)
-  it("in-place index ops, a norm's eps, huge sizes (API fuzzer, seeds 2121-2123)", function()
+  it("in-place index ops, a norm's eps, huge sizes (API fuzzer, seeds 2121-2124)", function()
     raises_here(function() tide.Tensor.index_fill_(false, 1, tide.long { 1 }, 0) end,
       "bad argument #1 to 'index_fill_' (Tensor expected, got boolean)")
     raises_here(function() tide.Tensor.index_copy_(-1.5, 1, tide.long { 1 }, tide.randn(1)) end,
       "bad argument #1 to 'index_copy_' (Tensor expected, got number)")
     raises_here(function() tide.index_put_(2 ^ 63, { tide.long { 1 } }, tide.randn(1)) end,
       "bad argument #1 to 'index_put_' (Tensor expected, got number)")
+    raises_here(function() tide.repeat_interleave(tide.randn(4), tide.rand(4):gt(0.5)) end,
+      "repeat_interleave: repeats must be an integer tensor, got bool")
+    raises_here(function() tide.repeat_interleave(tide.randn(2), tide.long { 2 ^ 40, 1 }) end,
+      "repeat_interleave: the counts add up to 1099511627777, above 2^27")
     raises_here(function() tide.masked_scatter_(false, tide.ones(1):gt(0), tide.randn(1)) end,
       "bad argument #1 to 'masked_scatter_' (Tensor expected, got boolean)")
     raises_here(function() F.rms_norm(tide.randn(2, 2), 2, nil, nn.Linear(2, 2)) end,
