@@ -257,6 +257,8 @@ describe("string and table arguments", function()
       "repeat_interleave: repeats must be an integer tensor, got bool")
     raises_here(function() tide.repeat_interleave(tide.randn(2), tide.long { 2 ^ 40, 1 }) end,
       "repeat_interleave: the counts add up to 1099511627777, above 2^27")
+    raises_here(function() F.gaussian_nll_loss(tide.randn(3), tide.randn(3), tide.rand(3):gt(0.5)) end,
+      "gaussian_nll_loss: var must be a floating-point tensor, got bool")
     raises_here(function() tide.masked_scatter_(false, tide.ones(1):gt(0), tide.randn(1)) end,
       "bad argument #1 to 'masked_scatter_' (Tensor expected, got boolean)")
     raises_here(function() F.rms_norm(tide.randn(2, 2), 2, nil, nn.Linear(2, 2)) end,

@@ -222,6 +222,8 @@ function M.gaussian_nll_loss(input, target, var, opts)
     var = tide.full_like(input, var)
   elseif not is_tensor(var) then
     argerr(3, fname, "Tensor or number", var)
+  else
+    float_tensor(fname, var, 3, "var")
   end
   if var.shape ~= input.shape then
     local is, vs = input:size(), var:size()
