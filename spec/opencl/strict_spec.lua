@@ -181,6 +181,18 @@ H.describe_cl("OpenCL C portability", function()
       .. "--text README.md --ckpt %s >/dev/null 2>%s"):format(q(run), q(build),
       q(run .. "/gpt.ckpt"), q(run .. "/gpt.err"))
     local gpt_ok = sh(cmd)
+    local function gpt_err()
+      local f = io.open(run .. "/gpt.err")
+      local e = f and f:read("*a") or ""
+      if f then f:close() end
+      return e
+    end
+    -- LeakSanitizer's tracer can crash at the exit of a process with PoCL's
+    -- threads (make test-asan; scripts/run-tests.sh): no finding, so once more
+    if not gpt_ok and gpt_err():find("LeakSanitizer has encountered a fatal error", 1, true)
+       and not gpt_err():find("ERROR: %a+Sanitizer") then
+      gpt_ok = sh(cmd)
+    end
     local names, new = list(run), {}
     for _, n in ipairs(names) do
       local f = io.open(root .. "/ok/" .. n)
@@ -192,8 +204,8 @@ H.describe_cl("OpenCL C portability", function()
     for _, n in ipairs(new) do
       if not badset[n] then local f = io.open(root .. "/ok/" .. n, "w"); if f then f:close() end end
     end
-    if #bad == 0 then sh("rm -rf " .. q(run)) end
-    assert(gpt_ok, "examples/char_gpt.lua on opencl failed (see " .. run .. "/gpt.err)")
+    if #bad == 0 and gpt_ok then sh("rm -rf " .. q(run)) end
+    assert(gpt_ok, "examples/char_gpt.lua on opencl failed (" .. run .. "/gpt.err):\n" .. gpt_err():sub(-3000))
     assert.is_true(#names >= 100, ("only %d programs were dumped"):format(#names))
     assert(#bad == 0, ("%d of %d OpenCL programs fail the strict check (kept in %s):\n%s"):format(#bad, #names,
       run, text:sub(1, 4000)))
