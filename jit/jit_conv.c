@@ -65,26 +65,34 @@ static int conv_composite(JitCtx *k, const RtConvGeom *g, td_tensor *x, td_tenso
   return rc;
 }
 
-static int conv_backward(JitCtx *k)
+/* dx, dw, db of a convolution node by rt_conv_run (no create_graph); fn names the rule */
+static int conv_kernels_backward(JitCtx *k, const char *fn)
 {
   const ConvExt *ce = k->n->ext;
   td_tensor *x = jit_saved_in(k, 0), *w = jit_saved_in(k, 1);
-  if (!x || !w || !GO) return TD_ERR_GRAD;
-  if (td_grad_enabled()) return conv_composite(k, &ce->g, x, w);
   td_tensor *g = contig(k, GO), *xc = contig(k, x), *wc = contig(k, w);
   if (!g || !xc || !wc) return TD_ERR_NOMEM;
   int dt = x->scalar_type;
   if (g->device_type != TD_CPU || !g->ptr || g->scalar_type != dt)
-    return rt_err(TD_ERR_GRAD, "conv2d_backward: the gradient must be a CPU tensor of %s", td_dtype_name(dt));
+    return rt_err(TD_ERR_GRAD, "%s: the gradient must be a CPU tensor of %s", fn, td_dtype_name(dt));
   JitEdge *e = k->n->edge;
   td_tensor *dx = needs(k, 0) ? jit_tmp(k, rt_tensor_new(x->ndim, x->sizes, dt)) : NULL;
   td_tensor *dw = needs(k, 1) ? jit_tmp(k, rt_tensor_new(w->ndim, w->sizes, dt)) : NULL;
   td_tensor *db = needs(k, 2) ? jit_tmp(k, rt_tensor_new(e[2].ndim, e[2].sizes, dt)) : NULL;
   if ((needs(k, 0) && !dx) || (needs(k, 1) && !dw) || (needs(k, 2) && !db)) return TD_ERR_NOMEM;
   RtConvJob j = { .kind = RT_CONV_BWD, .dtype = dt, .g = ce->g, .x = xc->ptr, .w = wc->ptr, .dy = g->ptr,
-                  .dx = dx ? dx->ptr : NULL, .dw = dw ? dw->ptr : NULL, .db = db ? db->ptr : NULL };
+                  .dx = dx && dx->nelem > 0 ? dx->ptr : NULL, .dw = dw && dw->nelem > 0 ? dw->ptr : NULL,
+                  .db = db && db->nelem > 0 ? db->ptr : NULL };
   int rc = rt_conv_run(&j);
   return rc ? rc : set(k, 0, dx) | set(k, 1, dw) | set(k, 2, db);
+}
+
+static int conv_backward(JitCtx *k)
+{
+  td_tensor *x = jit_saved_in(k, 0), *w = jit_saved_in(k, 1);
+  if (!x || !w || !GO) return TD_ERR_GRAD;
+  if (td_grad_enabled()) return conv_composite(k, &((const ConvExt *)k->n->ext)->g, x, w);
+  return conv_kernels_backward(k, "conv2d_backward");
 }
 
 static const JitGradRule conv_rule = { "conv2d_backward", conv_backward, 0 };
@@ -118,6 +126,37 @@ static int conv_geom(const char *fn, RtConvGeom *g)
   return 0;
 }
 
+/* y (nd dims ys) = the convolution of geometry g, and its node (rule) when an
+** input wants a gradient; fn names the op */
+static td_tensor *conv_forward(const char *fn, const RtConvGeom *g, td_tensor *x, td_tensor *w, td_tensor *b,
+                               int nd, const int64_t *ys, const JitGradRule *rule)
+{
+  int pe = rt_prof_on ? rt_prof_begin(TD_PROF_OP, fn, 1, &x) : -1;
+  int dt = x->scalar_type;
+  td_tensor *xc = rt_as_contig(x), *wc = rt_as_contig(w), *bc = b ? rt_as_contig(b) : NULL;
+  td_tensor *y = rt_tensor_new(nd, ys, dt);
+  ConvExt *ce = calloc(1, sizeof *ce);
+  JitNode *n = NULL;
+  if (!xc || !wc || (b && !bc) || !y || !ce) { rt_err(TD_ERR_NOMEM, "%s: out of memory", fn); goto fail; }
+  RtConvJob j = { .kind = RT_CONV_FWD, .dtype = dt, .g = *g, .x = xc->ptr, .w = wc->ptr, .b = bc ? bc->ptr : NULL,
+                  .y = y->ptr };
+  if (y->nelem > 0 && rt_conv_run(&j)) goto fail;
+  if (wants_grad(x, w, b)) {
+    if (!(n = jit_node_custom(rule, 3))) goto fail;
+    edge_of(n, 0, x, true); edge_of(n, 1, w, true); edge_of(n, 2, b, false);
+    ce->g = *g;
+    n->ext = ce; n->ext_free = conv_ext_free; ce = NULL;
+    node_attach(n, y);
+  }
+  td_release(xc); td_release(wc); td_release(bc); free(ce);
+  if (pe >= 0) rt_prof_end(pe);
+  return y;
+fail:
+  td_release(xc); td_release(wc); td_release(bc); td_release(y); free(ce);
+  if (pe >= 0) rt_prof_end(pe);
+  return NULL;
+}
+
 TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int64_t *p, int64_t groups)
 {
   const char *fn = "conv2d";
@@ -135,31 +174,8 @@ TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int6
                    .G = groups, .kh = w->sizes[2], .kw = w->sizes[3], .sh = p[0], .sw = p[1], .ph = p[2], .pw = p[3],
                    .dh = p[4], .dw = p[5] };
   if (conv_geom(fn, &g)) return NULL;
-  int pe = rt_prof_on ? rt_prof_begin(TD_PROF_OP, fn, 1, &x) : -1;
-  int dt = x->scalar_type;
   int64_t ys[4] = { g.N, g.O, g.OH, g.OW };
-  td_tensor *xc = rt_as_contig(x), *wc = rt_as_contig(w), *bc = b ? rt_as_contig(b) : NULL;
-  td_tensor *y = rt_tensor_new(4, ys, dt);
-  ConvExt *ce = calloc(1, sizeof *ce);
-  JitNode *n = NULL;
-  if (!xc || !wc || (b && !bc) || !y || !ce) { rt_err(TD_ERR_NOMEM, "conv2d: out of memory"); goto fail; }
-  RtConvJob j = { .kind = RT_CONV_FWD, .dtype = dt, .g = g, .x = xc->ptr, .w = wc->ptr, .b = bc ? bc->ptr : NULL,
-                  .y = y->ptr };
-  if (y->nelem > 0 && rt_conv_run(&j)) goto fail;
-  if (wants_grad(x, w, b)) {
-    if (!(n = jit_node_custom(&conv_rule, 3))) goto fail;
-    edge_of(n, 0, x, true); edge_of(n, 1, w, true); edge_of(n, 2, b, false);
-    ce->g = g;
-    n->ext = ce; n->ext_free = conv_ext_free; ce = NULL;
-    node_attach(n, y);
-  }
-  td_release(xc); td_release(wc); td_release(bc); free(ce);
-  if (pe >= 0) rt_prof_end(pe);
-  return y;
-fail:
-  td_release(xc); td_release(wc); td_release(bc); td_release(y); free(ce);
-  if (pe >= 0) rt_prof_end(pe);
-  return NULL;
+  return conv_forward(fn, &g, x, w, b, 4, ys, &conv_rule);
 }
 
 /* -- conv3d ---------------------------------------------------------------------------------- */
@@ -169,27 +185,11 @@ fail:
 ** false, is differentiable to any order): a clear error instead. */
 static int conv3d_backward(JitCtx *k)
 {
-  const ConvExt *ce = k->n->ext;
-  td_tensor *x = jit_saved_in(k, 0), *w = jit_saved_in(k, 1);
-  if (!x || !w || !GO) return TD_ERR_GRAD;
+  if (!jit_saved_in(k, 0) || !jit_saved_in(k, 1) || !GO) return TD_ERR_GRAD;
   if (td_grad_enabled())
     return rt_err(TD_ERR_GRAD, "conv3d_backward: create_graph (a gradient of the gradient) is not supported by the "
                   "fused conv3d; set tide.nn.functional.fused = false for its composite form");
-  td_tensor *g = contig(k, GO), *xc = contig(k, x), *wc = contig(k, w);
-  if (!g || !xc || !wc) return TD_ERR_NOMEM;
-  int dt = x->scalar_type;
-  if (g->device_type != TD_CPU || !g->ptr || g->scalar_type != dt)
-    return rt_err(TD_ERR_GRAD, "conv3d_backward: the gradient must be a CPU tensor of %s", td_dtype_name(dt));
-  JitEdge *e = k->n->edge;
-  td_tensor *dx = needs(k, 0) ? jit_tmp(k, rt_tensor_new(x->ndim, x->sizes, dt)) : NULL;
-  td_tensor *dw = needs(k, 1) ? jit_tmp(k, rt_tensor_new(w->ndim, w->sizes, dt)) : NULL;
-  td_tensor *db = needs(k, 2) ? jit_tmp(k, rt_tensor_new(e[2].ndim, e[2].sizes, dt)) : NULL;
-  if ((needs(k, 0) && !dx) || (needs(k, 1) && !dw) || (needs(k, 2) && !db)) return TD_ERR_NOMEM;
-  RtConvJob j = { .kind = RT_CONV_BWD, .dtype = dt, .g = ce->g, .x = xc->ptr, .w = wc->ptr, .dy = g->ptr,
-                  .dx = dx && dx->nelem > 0 ? dx->ptr : NULL, .dw = dw && dw->nelem > 0 ? dw->ptr : NULL,
-                  .db = db && db->nelem > 0 ? db->ptr : NULL };
-  int rc = rt_conv_run(&j);
-  return rc ? rc : set(k, 0, dx) | set(k, 1, dw) | set(k, 2, db);
+  return conv_kernels_backward(k, "conv3d_backward");
 }
 
 static const JitGradRule conv3d_rule = { "conv3d_backward", conv3d_backward, 0 };
@@ -228,31 +228,8 @@ TD_API td_tensor *td_conv3d(td_tensor *x, td_tensor *w, td_tensor *b, const int6
                    (long long)g.kd, (long long)ed, (long long)Dp);
   g.OD = (Dp - ed) / g.sd + 1;
   if (rt_size_mul(fn, g.OD, g.OH * g.OW * g.N, &Y) || rt_size_mul(fn, Y, g.O, &Y)) return NULL;
-  int pe = rt_prof_on ? rt_prof_begin(TD_PROF_OP, fn, 1, &x) : -1;
-  int dt = x->scalar_type;
   int64_t ys[5] = { g.N, g.O, g.OD, g.OH, g.OW };
-  td_tensor *xc = rt_as_contig(x), *wc = rt_as_contig(w), *bc = b ? rt_as_contig(b) : NULL;
-  td_tensor *y = rt_tensor_new(5, ys, dt);
-  ConvExt *ce = calloc(1, sizeof *ce);
-  JitNode *n = NULL;
-  if (!xc || !wc || (b && !bc) || !y || !ce) { rt_err(TD_ERR_NOMEM, "conv3d: out of memory"); goto fail; }
-  RtConvJob j = { .kind = RT_CONV_FWD, .dtype = dt, .g = g, .x = xc->ptr, .w = wc->ptr, .b = bc ? bc->ptr : NULL,
-                  .y = y->ptr };
-  if (y->nelem > 0 && rt_conv_run(&j)) goto fail;
-  if (wants_grad(x, w, b)) {
-    if (!(n = jit_node_custom(&conv3d_rule, 3))) goto fail;
-    edge_of(n, 0, x, true); edge_of(n, 1, w, true); edge_of(n, 2, b, false);
-    ce->g = g;
-    n->ext = ce; n->ext_free = conv_ext_free; ce = NULL;
-    node_attach(n, y);
-  }
-  td_release(xc); td_release(wc); td_release(bc); free(ce);
-  if (pe >= 0) rt_prof_end(pe);
-  return y;
-fail:
-  td_release(xc); td_release(wc); td_release(bc); td_release(y); free(ce);
-  if (pe >= 0) rt_prof_end(pe);
-  return NULL;
+  return conv_forward(fn, &g, x, w, b, 5, ys, &conv3d_rule);
 }
 
 /* -- conv_transpose2d ------------------------------------------------------------------------- */
