@@ -224,6 +224,16 @@ function H.composite(f, ...)
   return unpack(r, 2)
 end
 
+-- the names of the op events of a profile of fn, and of the backward nodes run
+function H.profile_events(fn)
+  local rep = tide.profiler.profile(fn)
+  local ops, nodes = {}, {}
+  for _, e in ipairs(rep.events) do
+    if e.kind == "op" then ops[#ops + 1] = e.name elseif e.kind == "backward" then nodes[#nodes + 1] = e.name end
+  end
+  return ops, nodes
+end
+
 -- y = f() and the gradients of (y * v):sum() w.r.t. inputs (v: randn, seed 11)
 function H.value_and_grads(f, inputs)
   for _, x in ipairs(inputs) do x.grad = nil end

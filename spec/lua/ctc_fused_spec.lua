@@ -10,15 +10,7 @@ local H = require "helper"
 local F = tide.nn.functional
 local A = tide.autograd
 
--- the op events of a profile of fn, and the backward nodes run
-local function events(fn)
-  local rep = tide.profiler.profile(fn)
-  local ops, nodes = {}, {}
-  for _, e in ipairs(rep.events) do
-    if e.kind == "op" then ops[#ops + 1] = e.name elseif e.kind == "backward" then nodes[#nodes + 1] = e.name end
-  end
-  return ops, nodes
-end
+local events = H.profile_events   -- the ops (names) and backward nodes a profile of fn ran
 
 local CASES = {
   { name = "padded, mean", T = 7, N = 3, C = 5, tg = { { 2, 4, 3 }, { 5, 2, 2 }, { 3, 3, 4 } }, il = { 7, 7, 7 },

@@ -11,15 +11,7 @@ local A = tide.autograd
 
 local composite = H.composite   -- f() with the composite forms
 
--- the op events of a profile of fn (names), and the backward nodes run
-local function events(fn)
-  local rep = tide.profiler.profile(fn)
-  local ops, nodes = {}, {}
-  for _, e in ipairs(rep.events) do
-    if e.kind == "op" then ops[#ops + 1] = e.name elseif e.kind == "backward" then nodes[#nodes + 1] = e.name end
-  end
-  return ops, nodes
-end
+local events = H.profile_events   -- the ops (names) and backward nodes a profile of fn ran
 
 -- forward and gradients of loss(f(inputs)) with the fused and the composite forms
 local function both_ways(f, inputs, seed)
