@@ -289,14 +289,8 @@ static int conv_dx_flipped(const RtConvJob *j)
   const RtConvGeom *g = &j->g;
   int64_t qh = g->dh * (g->kh - 1) - g->ph, qw = g->dw * (g->kw - 1) - g->pw;
   int64_t Og = g->O / g->G, Cg = g->C / g->G, kk = g->kh * g->kw;
-  /* the flipped product has Cg rows: few make a poor GEMM (col2im's has Cg kh kw);
-  ** rt_convmk.c's tiles (float32, x86-64-v4) have 8 rows */
-#if defined(RT_ISA_V4)
-  int64_t min_rows = j->dtype == TD_FLOAT32 ? 8 : 32;
-#else
-  int64_t min_rows = 32;
-#endif
-  if (g->sh != 1 || g->sw != 1 || qh < 0 || qw < 0 || conv_is_1x1(g) || Cg < min_rows) return 1;
+  /* the flipped product has Cg rows: few make a poor GEMM (col2im's has Cg kh kw) */
+  if (g->sh != 1 || g->sw != 1 || qh < 0 || qw < 0 || conv_is_1x1(g) || Cg < 32) return 1;
   size_t es = rt_dtype_size(j->dtype);
   char *wf = malloc((size_t)(g->C * Og * kk) * es);
   if (!wf) return rt_err(TD_ERR_NOMEM, "conv2d_backward: out of memory");
