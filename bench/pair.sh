@@ -2,7 +2,8 @@
 # bench/pair.sh LUA PY -- a tide benchmark script and its PyTorch peer, one process
 # each, back to back in every round (ratios taken within a round: the machine is
 # shared and noisy), then per workload the medians over the rounds and the median
-# of the per-round ratios. Each script prints "workload<TAB>impl<TAB>ms" lines.
+# of the per-round ratios. PyTorch runs as bench/run.sh runs it (its AVX-512
+# kernels, passive OpenMP waiting, glibc malloc tuned not to return memory). Each script prints "workload<TAB>impl<TAB>ms" lines.
 #   BENCH_PY=/work/venv-torch/bin/python sh bench/pair.sh bench/einsum.lua bench/peers_torch2/einsum.py
 # Environment: TIDE_BUILD (./build), BENCH_ROUNDS (5), BENCH_THREADS (2),
 # BENCH_PY (the Python with torch; default python3).
@@ -18,10 +19,15 @@ trap 'rm -f "$REC"' EXIT
 export TIDE_BUILD=$BUILD TIDE_NUM_THREADS=$THREADS
 CAP=avx2
 grep -qw avx512f /proc/cpuinfo && CAP=avx512
+HAVE_TORCH=0
+"$PY" -c 'import torch' 2>/dev/null && HAVE_TORCH=1
+[ $HAVE_TORCH = 1 ] || echo "bench/pair.sh: no torch for $PY; the PyTorch peer is skipped (set BENCH_PY)"
 r=1
 while [ $r -le "$ROUNDS" ]; do
   luajit "$lua" | sed "s/^/$r\t/" >> "$REC"
-  env ATEN_CPU_CAPABILITY=$CAP OMP_WAIT_POLICY=PASSIVE "$PY" "$py" --threads "$THREADS" | sed "s/^/$r\t/" >> "$REC"
+  [ $HAVE_TORCH = 0 ] || env ATEN_CPU_CAPABILITY=$CAP OMP_WAIT_POLICY=PASSIVE \
+    MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 "$PY" "$py" --threads "$THREADS" |
+    sed "s/^/$r\t/" >> "$REC"
   r=$((r + 1))
 done
 awk -F'\t' -v R="$ROUNDS" '
@@ -36,6 +42,7 @@ awk -F'\t' -v R="$ROUNDS" '
         if ((w, "tide", r) in v) a[++n] = v[w, "tide", r]
         if ((w, "pytorch", r) in v) { b[++m] = v[w, "pytorch", r]; if ((w, "tide", r) in v) c[++q] = v[w, "tide", r] / v[w, "pytorch", r] }
       }
-      printf "%-20s %10.2f %12.2f %15.2fx\n", w, median(a, n), median(b, m), median(c, q)
+      printf "%-20s %10.2f %12s %16s\n", w, median(a, n), m ? sprintf("%.2f", median(b, m)) : "-",
+        q ? sprintf("%.2fx", median(c, q)) : "-"
     }
   }' "$REC"

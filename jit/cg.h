@@ -193,4 +193,12 @@ void cg_stats(CgStats *s);
 ** with the scratch buffers). Returns 0 or TD_ERR_NOMEM. */
 int cg_kernel_run(const CgKernel *k, CgKernelFn fn, char **bufs, const double *args);
 
+/* The disk caches' directory (cg_cache.c; the OpenCL programs' too): TIDE_CACHE_DIR
+** (empty: none), else $XDG_CACHE_HOME/tide or ~/.cache/tide, then sub ("" or
+** "/ocl"), created. Malloc'd, or NULL when disabled or unusable: a read-only,
+** missing or uncreatable directory is no error, said once per *warned:
+** "<what> <dir> cannot be used (<why>); <instead> (set TIDE_CACHE_DIR ...)". */
+char *cg_cache_dir(const char *sub, int *warned, const char *what, const char *instead);
+char *cg_path_cat(const char *a, const char *b, const char *c);   /* malloc'd a b c */
+
 #endif

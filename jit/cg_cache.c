@@ -120,36 +120,23 @@ static uint64_t batch_hash(CgKernel *const *ks, int n)
 
 /* -- Disk cache ------------------------------------------------------------------------ */
 
-/* A malloc'd "a" "b" (paths of any length: no fixed buffer to truncate them). */
-static char *path_cat(const char *a, const char *b)
+/* A malloc'd a b c (paths of any length: no fixed buffer to truncate them). */
+char *cg_path_cat(const char *a, const char *b, const char *c)
 {
-  size_t na = strlen(a), nb = strlen(b);
-  char *p = malloc(na + nb + 1);
-  if (p) { memcpy(p, a, na); memcpy(p + na, b, nb + 1); }
+  size_t na = strlen(a), nb = strlen(b), nc = strlen(c);
+  char *p = malloc(na + nb + nc + 1);
+  if (p) { memcpy(p, a, na); memcpy(p + na, b, nb); memcpy(p + na + nb, c, nc + 1); }
   return p;
 }
+static char *path_cat(const char *a, const char *b) { return cg_path_cat(a, b, ""); }
 
-/* Say once per process that the disk cache is off, and why: a read-only,
-** missing or uncreatable directory is not an error, compiling still works. */
-static void cache_warn(const char *dir, const char *why)
-{
-  static int warned;
-  if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
-  fprintf(stderr, "tide.compile: the kernel cache directory %s cannot be used (%s); compiled kernels are kept "
-          "in memory only (set TIDE_CACHE_DIR to a writable directory, or to nothing to turn the disk cache off)\n",
-          dir, why);
-}
-
-static void clean_stale(const char *dir);
-
-/* The cache dir (created), malloc'd, or NULL when disabled or unusable. */
-static char *cache_dir(void)
+char *cg_cache_dir(const char *sub, int *warned, const char *what, const char *instead)
 {
   const char *d = getenv("TIDE_CACHE_DIR"), *x;
   char *buf;
-  if (d) { if (!*d) return NULL; buf = path_cat(d, ""); }
-  else if ((x = getenv("XDG_CACHE_HOME")) && *x) buf = path_cat(x, "/tide");
-  else if ((x = getenv("HOME")) && *x) buf = path_cat(x, "/.cache/tide");
+  if (d) { if (!*d) return NULL; buf = cg_path_cat(d, sub, ""); }
+  else if ((x = getenv("XDG_CACHE_HOME")) && *x) buf = cg_path_cat(x, "/tide", sub);
+  else if ((x = getenv("HOME")) && *x) buf = cg_path_cat(x, "/.cache/tide", sub);
   else return NULL;
   if (!buf) return NULL;
   int err = 0;
@@ -161,8 +148,23 @@ static char *cache_dir(void)
   if (stat(buf, &st)) why = strerror(err ? err : errno);
   else if (!S_ISDIR(st.st_mode)) why = "not a directory";
   else if (access(buf, W_OK | X_OK)) why = strerror(errno);
-  if (why) { cache_warn(buf, why); free(buf); return NULL; }
-  clean_stale(buf);
+  if (!why) return buf;
+  if (!__atomic_exchange_n(warned, 1, __ATOMIC_RELAXED))
+    fprintf(stderr, "%s %s cannot be used (%s); %s (set TIDE_CACHE_DIR to a writable directory, or to nothing "
+            "to turn the disk cache off)\n", what, buf, why, instead);
+  free(buf);
+  return NULL;
+}
+
+static void clean_stale(const char *dir);
+
+/* The kernel cache's directory (stale temporaries cleaned), or NULL. */
+static char *cache_dir(void)
+{
+  static int warned;
+  char *buf = cg_cache_dir("", &warned, "tide.compile: the kernel cache directory",
+                           "compiled kernels are kept in memory only");
+  if (buf) clean_stale(buf);
   return buf;
 }
 

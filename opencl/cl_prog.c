@@ -18,6 +18,7 @@
 */
 #include "cl.h"
 #include "cl_bin.h"
+#include "../jit/cg.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -74,46 +75,11 @@ static void dump_source(const char *src)
 
 /* -- Disk cache ---------------------------------------------------------------------------- */
 
-/* A malloc'd a b c (paths of any length: no fixed buffer to truncate them). */
-static char *path_cat3(const char *a, const char *b, const char *c)
-{
-  size_t na = strlen(a), nb = strlen(b), nc = strlen(c);
-  char *p = malloc(na + nb + nc + 1);
-  if (p) { memcpy(p, a, na); memcpy(p + na, b, nb); memcpy(p + na + nb, c, nc + 1); }
-  return p;
-}
-
-/* The cache dir (created), malloc'd, or NULL when disabled or unusable: a
-** read-only, missing or uncreatable directory is no error (programs are then
-** built in each process), said once per process, as jit/cg_cache.c does. */
+/* The program cache's directory, or NULL (jit/cg_cache.c's rules, under "/ocl"). */
 static char *cache_dir(void)
 {
-  const char *d = getenv("TIDE_CACHE_DIR"), *x;
-  char *buf;
-  if (d) { if (!*d) return NULL; buf = path_cat3(d, "/ocl", ""); }
-  else if ((x = getenv("XDG_CACHE_HOME")) && *x) buf = path_cat3(x, "/tide/ocl", "");
-  else if ((x = getenv("HOME")) && *x) buf = path_cat3(x, "/.cache/tide/ocl", "");
-  else return NULL;
-  if (!buf) return NULL;
-  int err = 0;
-  for (char *p = buf + 1; *p; p++)          /* mkdir -p */
-    if (*p == '/') { *p = 0; if (mkdir(buf, 0755) && errno != EEXIST) err = errno; *p = '/'; }
-  if (mkdir(buf, 0755) && errno != EEXIST) err = errno;
-  struct stat st;
-  const char *why = NULL;
-  if (stat(buf, &st)) why = strerror(err ? err : errno);
-  else if (!S_ISDIR(st.st_mode)) why = "not a directory";
-  else if (access(buf, W_OK | X_OK)) why = strerror(errno);
-  if (why) {
-    static int warned;
-    if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-      fprintf(stderr, "tide: the OpenCL program cache directory %s cannot be used (%s); programs are built "
-              "in each process (set TIDE_CACHE_DIR to a writable directory, or to nothing to turn the disk cache off)\n",
-              buf, why);
-    free(buf);
-    return NULL;
-  }
-  return buf;
+  static int warned;
+  return cg_cache_dir("/ocl", &warned, "tide: the OpenCL program cache directory", "programs are built in each process");
 }
 
 /* the device's identity: what makes a binary valid (asked once) */
@@ -137,7 +103,7 @@ static char *bin_path(const char *dir, uint64_t key)
 {
   char name[32];
   snprintf(name, sizeof name, "/%016llx.bin", (unsigned long long)key);
-  return path_cat3(dir, name, "");
+  return cg_path_cat(dir, name, "");
 }
 
 /* A program from the disk cache, built; NULL when absent or invalid (deleted). */
@@ -187,7 +153,7 @@ static void disk_store(const char *dir, uint64_t key, cl_program p)
   if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) { free(bin); return; }
   char name[48];
   snprintf(name, sizeof name, "/.tmp-%016llx-XXXXXX", (unsigned long long)key);
-  char *path = bin_path(dir, key), *tmp = path_cat3(dir, name, "");
+  char *path = bin_path(dir, key), *tmp = cg_path_cat(dir, name, "");
   int fd = path && tmp ? mkstemp(tmp) : -1;
   FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (!f) { if (fd >= 0) { close(fd); unlink(tmp); } free(bin); free(path); free(tmp); return; }
