@@ -219,6 +219,8 @@ typedef struct RtNormJob {
   int64_t go_stride;
 } RtNormJob;
 int rt_norm_run(RtNormJob *j);
+/* cumsum of `lines` contiguous float lines of n (rt_scan.c; x and y contiguous, same float dtype) */
+int rt_cumsum_lines(td_tensor *x, td_tensor *y, int64_t lines, int64_t n);
 /* dx of softmax (log: log_softmax) along dim from the output y, one fused
 ** pass per row (jit/jit_fused.c), when rt_softmax_grad_fits (CPU, same float
 ** dtype and shape, both contiguous, not tracing). */

@@ -29,6 +29,7 @@
     (op, flags, g, v, y)) \
   _(int, rt_kern_red, (RtCall *c, td_tensor *out), (c, out)) \
   _(int, rt_kern_row, (RtCall *c, td_tensor *out), (c, out)) \
+  _(int, rt_cumsum_lines, (td_tensor *x, td_tensor *y, int64_t lines, int64_t n), (x, y, lines, n)) \
   _(int, rt_norm_run, (RtNormJob *j), (j)) \
   _(int, rt_ctc_forward, (RtCtcJob *j), (j)) \
   _(int, rt_ctc_backward, (RtCtcJob *j), (j)) \

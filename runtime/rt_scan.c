@@ -12,13 +12,18 @@
 ** Which path runs depends only on the shape. Float32 accumulates in double.
 */
 #include "rt.h"
+#include "rt_isa.h"
 #include <math.h>
 #include <string.h>
 #include <float.h>
 #include <stdlib.h>
+#if !RT_ISA_SHARED
+#include <immintrin.h>
+#endif
 
 #define SCAN_BLK 32768
 
+#if RT_ISA_SHARED
 /* -- Meta ------------------------------------------------------------------------------------ */
 
 int rt_meta_scan(RtCall *c)
@@ -113,13 +118,19 @@ static Acc acc_init(int kind)
   return a;
 }
 
+#endif
+
 /* -- Float cumsum of unit-stride lines --------------------------------------------------------
 ** The common case gets two things the generic line cannot: block totals summed
 ** in 8 partial sums (vectorizable; a fixed order, so still the same for any
 ** thread count), and 4 segments (rows, or blocks of one row) scanned together,
 ** 4 independent chains of double adds instead of one (the add's latency bounds
 ** a single chain). Each value is still its segment's carry plus its elements
-** added in order, however the segments are grouped. */
+** added in order, however the segments are grouped.
+** On x86-64-v3/v4 (this file's variants, rt_isa.h) 8 segments of a group run
+** as one: 8x8 blocks transposed in registers, so that one vector holds an
+** element of each segment, added in double (the same adds, in the same order,
+** as the scalar chains: the same bits), transposed back. */
 #define SUM_TOTAL(FN, T) \
   static double FN(const T *x, int64_t m) { \
     double a[8] = { 0 }; int64_t k = 0; \
@@ -142,6 +153,47 @@ static Acc acc_init(int kind)
       for (int64_t k = lo; k < m[q]; k++) { a += (double)x[q][k]; y[q][k] = (T)a; } c[q] = a; } }
 SUM_TOTAL(sum_total_f32, float) SUM_TOTAL(sum_total_f64, double)
 SUM_SEG4(sum_seg4_f32, float) SUM_SEG4(sum_seg4_f64, double)
+
+#if !RT_ISA_SHARED
+/* r[0..8) rows of 8 floats -> r[j] = (r[0][j], ..., r[7][j]) */
+static inline void tr8(__m256 *r)
+{
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20); r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20); r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31); r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31); r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* 8 float segments of at least lo elements: their first lo - lo % 8 elements
+** from carries c[0..8); returns how many were done */
+static int64_t sum_seg8_f32(const float *const *x, float *const *y, int64_t lo, double *c)
+{
+  __m256d a0 = _mm256_loadu_pd(c), a1 = _mm256_loadu_pd(c + 4);   /* segments 0-3, 4-7 */
+  int64_t k = 0;
+  for (; k + 8 <= lo; k += 8) {
+    __m256 r[8];
+    for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(x[q] + k);
+    tr8(r);
+    for (int e = 0; e < 8; e++) {
+      a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(r[e])));
+      a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(r[e], 1)));
+      r[e] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(a0)), _mm256_cvtpd_ps(a1), 1);
+    }
+    tr8(r);
+    for (int q = 0; q < 8; q++) _mm256_storeu_ps(y[q] + k, r[q]);
+  }
+  _mm256_storeu_pd(c, a0); _mm256_storeu_pd(c + 4, a1);
+  return k;
+}
+#endif
 
 typedef struct {
   int f32;
@@ -167,28 +219,39 @@ static void sum_totals(void *ctx, int64_t b, int64_t e)
     j->carry[i] = j->f32 ? sum_total_f32((const float *)x, m) : sum_total_f64((const double *)x, m);
   }
 }
-static void sum_groups(void *ctx, int64_t b, int64_t e)   /* groups of 4 segments */
+static void sum_groups(void *ctx, int64_t b, int64_t e)   /* groups of 8 segments */
 {
   SumJob *j = ctx;
   int64_t nseg = j->lines * j->nblk;
   for (int64_t g = b; g < e; g++) {
-    const void *x[4]; void *y[4]; int64_t m[4]; double c[4];
+    const void *x[8]; void *y[8]; int64_t m[8]; double c[8];
     int k = 0;
-    for (int64_t i = g * 4; i < nseg && k < 4; i++, k++) {
+    for (int64_t i = g * 8; i < nseg && k < 8; i++, k++) {
       sum_seg(j, i, (const char **)&x[k], (char **)&y[k], &m[k]);
       c[k] = j->carry ? j->carry[i] : 0;
     }
-    if (j->f32) sum_seg4_f32((const float *const *)x, (float *const *)y, m, c, k);
-    else sum_seg4_f64((const double *const *)x, (double *const *)y, m, c, k);
+#if !RT_ISA_SHARED
+    if (j->f32 && k == 8) {              /* the common length at once, then the rest of each */
+      int64_t lo = m[0];
+      for (int q = 1; q < 8; q++) if (m[q] < lo) lo = m[q];
+      int64_t done = sum_seg8_f32((const float *const *)x, (float *const *)y, lo, c);
+      for (int q = 0; q < 8; q++) { x[q] = (const float *)x[q] + done; y[q] = (float *)y[q] + done; m[q] -= done; }
+    }
+#endif
+    for (int h = 0; h < k; h += 4) {
+      int n = k - h < 4 ? k - h : 4;
+      if (j->f32) sum_seg4_f32((const float *const *)x + h, (float *const *)y + h, m + h, c + h, n);
+      else sum_seg4_f64((const double *const *)x + h, (double *const *)y + h, m + h, c + h, n);
+    }
   }
 }
 
-static int sum_run(td_tensor *x, td_tensor *y, int64_t lines, int64_t n)
+int RT_ISA_FN(rt_cumsum_lines)(td_tensor *x, td_tensor *y, int64_t lines, int64_t n)
 {
   SumJob j = { .f32 = x->scalar_type == TD_FLOAT32, .x = rt_ptr(x), .y = rt_ptr(y), .es = rt_dtype_size(x->scalar_type),
                .lines = lines, .n = n, .nblk = 1, .blk = n };
   if (n > SCAN_BLK) { j.blk = SCAN_BLK / 4; j.nblk = (n + j.blk - 1) / j.blk; }
-  int64_t nseg = lines * j.nblk, ngroups = (nseg + 3) / 4;
+  int64_t nseg = lines * j.nblk, ngroups = (nseg + 7) / 8;
   if (j.nblk > 1) {
     if (!(j.carry = malloc((size_t)nseg * sizeof(double)))) return rt_err(TD_ERR_NOMEM, "cumsum: out of memory");
     rt_parallel_for(nseg, 4, sum_totals, &j);
@@ -197,11 +260,12 @@ static int sum_run(td_tensor *x, td_tensor *y, int64_t lines, int64_t n)
       for (int64_t q = 0; q < j.nblk; q++) { double t = j.carry[l * j.nblk + q]; j.carry[l * j.nblk + q] = a; a += t; }
     }
   }
-  rt_parallel_for(ngroups, (SCAN_BLK / 4 + n - 1) / n, sum_groups, &j);
+  rt_parallel_for(ngroups, (SCAN_BLK / 8 + n - 1) / n, sum_groups, &j);
   free(j.carry);
   return 0;
 }
 
+#if RT_ISA_SHARED
 /* -- The kernel ---------------------------------------------------------------------------- */
 
 typedef struct {
@@ -256,7 +320,7 @@ static int scan_run(int kind, int rev, td_tensor *x, td_tensor *y, td_tensor *iy
   for (int d = dim + 1; d < x->ndim; d++) j.inner *= x->sizes[d];
   int64_t lines = j.outer * j.inner;
   if (x->nelem == 0) return 0;
-  if (kind == SK_SUM && j.isf && j.inner == 1 && !rev) return sum_run(x, y, lines, j.n);
+  if (kind == SK_SUM && j.isf && j.inner == 1 && !rev) return rt_cumsum_lines(x, y, lines, j.n);
   if (j.n <= SCAN_BLK) {
     rt_parallel_for(lines, (SCAN_BLK + j.n - 1) / j.n, scan_lines, &j);
     return 0;
@@ -316,3 +380,4 @@ int rt_kern_scan(RtCall *c, td_tensor *out)
   td_release(x); td_release(y); td_release(iy);
   return rc;
 }
+#endif

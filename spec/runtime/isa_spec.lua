@@ -24,7 +24,7 @@ local xg = x:clone():requires_grad_()
 local ya = xg:silu() + xg:gelu() + xg:sin() ^ 2 + xg:tanh() + xg:erf() + xg:abs() ^ 1.5
 ya:backward(x); put(xg.grad)
 put(m:sum(2)); put(m:mean(1)); put(m:max(2)); put(m:std(1)); put(m:logsumexp(2))
-put(m:softmax(-1)); put(m:log_softmax(1))
+put(m:softmax(-1)); put(m:log_softmax(1)); put(m:cumsum(2))
 -- the fused row functions, convolution, pooling and batch norm, forward and backward
 local F = tide.nn.functional
 local xl = m:clone():requires_grad_()
