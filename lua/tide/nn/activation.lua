@@ -15,7 +15,7 @@ local nn = require "tide.nn"        -- the module being built: init.lua requires
 local F, init = nn.functional, nn.init
 local pyfloat = nn._pyfloat
 
-local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
+local shape = require("tide.tensor").shape_str   -- "[2,3]"
 local function pyval(v)
   if type(v) == "boolean" then return v and "True" or "False" end
   if v == nil then return "None" end

@@ -37,7 +37,7 @@ local function out_size(H, W, k, st, pd, dl)
   return math.floor((H + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) / st[1]) + 1,
          math.floor((W + 2 * pd[2] - dl[2] * (k[2] - 1) - 1) / st[2]) + 1
 end
-local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
+local shape = require("tide.tensor").shape_str   -- "[2,3]"
 
 -- a list's entries as strings (for messages: entries can be anything)
 local function show_list(t)

@@ -32,7 +32,7 @@ local raise, is_tensor = core.raise, core.is_tensor
 local nn = require "tide.nn"        -- the module being built: init.lua requires this file at its end
 local F, init = nn.functional, nn.init
 
-local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
+local shape = require("tide.tensor").shape_str   -- "[2,3]"
 local params = core.ffi.new("int64_t[8]")
 local params3 = core.ffi.new("int64_t[9]")
 local v4 = core.ffi.string(core.C.td_eager_isa()) == "x86-64-v4"
@@ -234,16 +234,8 @@ local function pytuple(s)
   return "(" .. table.concat(s, ", ") .. ")"
 end
 
-local function param(shape_, opts)
-  local t = tide.empty(shape_, { dtype = opts.dtype, device = opts.device })
-  if not t:is_floating_point() then raise(("parameters must be floating point, got dtype %s"):format(t.dtype.name)) end
-  return t:requires_grad_()
-end
-
-local function posint(fname, v, n, what)
-  if not args.is_int(v) or v < 1 then args.argerr(n, fname, "positive integer " .. what, v) end
-  return v
-end
+local U = require "tide.nn.layer_util"
+local param, posint = U.param, U.posint
 
 -- A convolution layer class: transposed (weight (in, out/g, k...)) or not
 -- (weight (out, in/g, k...)); nd spatial dims; fn the functional form.

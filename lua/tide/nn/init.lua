@@ -717,11 +717,7 @@ local function posint(fname, v, n, what)
   if type(v) ~= "number" or v ~= math.floor(v) or v < 0 then argerr(n, fname, "non-negative integer " .. what, v) end
   return v
 end
-local function param(shape, opts)
-  local t = tide.empty(shape, { dtype = opts.dtype, device = opts.device })
-  if not t:is_floating_point() then raise(("parameters must be floating point, got dtype %s"):format(t.dtype.name)) end
-  return t:requires_grad_()
-end
+local param = require("tide.nn.layer_util").param
 
 -- Linear(in, out, {bias=true, dtype=}): y = x W^T + b; W (out, in) ~ kaiming_uniform(a=sqrt(5)),
 -- i.e. U(-1/sqrt(in), 1/sqrt(in)), and b ~ U(-1/sqrt(in), 1/sqrt(in))

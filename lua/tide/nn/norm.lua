@@ -24,7 +24,7 @@ local nn = require "tide.nn"        -- the module being built: init.lua requires
 local F, init = nn.functional, nn.init
 local pyfloat = nn._pyfloat
 
-local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
+local shape = require("tide.tensor").shape_str   -- "[2,3]"
 local function pybool(b) return b and "True" or "False" end
 
 local function opt_tensor(v, n, fname)
@@ -142,15 +142,9 @@ end
 
 -- -- The layers -------------------------------------------------------------------------------
 
-local function posint(fname, v, n, what)
-  if not args.is_int(v) or v < 1 then args.argerr(n, fname, "positive integer " .. what, v) end
-  return v
-end
-local function param(n, opts, fill)
-  local t = tide.empty({ n }, { dtype = opts.dtype, device = opts.device })
-  if not t:is_floating_point() then raise(("parameters must be floating point, got dtype %s"):format(t.dtype.name)) end
-  return fill(t):requires_grad_()
-end
+local U = require "tide.nn.layer_util"
+local posint = U.posint
+local function param(n, opts, fill) return U.param({ n }, opts, fill) end
 
 --- nn.GroupNorm(num_groups, num_channels[, {eps = 1e-5, affine = true, dtype, device}])
 --- Group normalization of (N, C, ...): weight (ones) and bias (zeros) per channel when affine.

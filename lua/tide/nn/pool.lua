@@ -27,7 +27,7 @@ local raise, is_tensor = core.raise, core.is_tensor
 local nn = require "tide.nn"        -- the module being built: init.lua requires this file at its end
 local F, init = nn.functional, nn.init
 
-local function shape(x) return "[" .. table.concat(x:size(), ",") .. "]" end
+local shape = require("tide.tensor").shape_str   -- "[2,3]"
 local function int1(fname, v, argn, what, min)
   if type(v) == "table" and not is_tensor(v) and #v == 1 then v = v[1] end
   if not args.is_int(v) or v < min then args.argerr(argn, fname, ("integer %s >= %d"):format(what, min), v) end

@@ -47,10 +47,8 @@ local function cat_all(list, d)
   return tide.cat(list, d)
 end
 
-local function posint(fname, v, n, what)
-  if not args.is_int(v) or v < 1 then args.argerr(n, fname, "positive integer " .. what, v) end
-  return v
-end
+local U = require "tide.nn.layer_util"
+local param, posint = U.param, U.posint
 
 -- -- Cells: the math of one step ---------------------------------------------------------------
 -- xg: the input's projection with the biases that go with it (n, G); h, c: (n, H);
@@ -307,12 +305,6 @@ end
 local F, init = nn.functional, nn.init
 local pyfloat = nn._pyfloat
 nn.utils.rnn = utils_rnn
-
-local function param(shape, opts)
-  local t = tide.empty(shape, { dtype = opts.dtype, device = opts.device })
-  if not t:is_floating_point() then raise(("parameters must be floating point, got dtype %s"):format(t.dtype.name)) end
-  return t:requires_grad_()
-end
 
 -- the input's dtype must be the parameters' (PyTorch's rule; a promotion would hide a mistake)
 local function check_dtype(name, x, w)

@@ -32,16 +32,8 @@ local function shape_of(x) return size_str(x:size()) end
 
 local F, init = nn.functional, nn.init
 
-local function param(shape, opts)
-  local t = tide.empty(shape, { dtype = opts.dtype, device = opts.device })
-  if not t:is_floating_point() then raise(("parameters must be floating point, got dtype %s"):format(t.dtype.name)) end
-  return t:requires_grad_()
-end
-
-local function posint(fname, v, n, what)
-  if not args.is_int(v) or v < 1 then args.argerr(n, fname, "positive integer " .. what, v) end
-  return v
-end
+local U = require "tide.nn.layer_util"
+local param, posint = U.param, U.posint
 
 local function dropout_p(fname, p)
   p = p == nil and 0.1 or p
