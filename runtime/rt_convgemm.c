@@ -479,7 +479,16 @@ static void pool_range(void *ctx, int64_t b, int64_t e)
 int RT_ISA_FN(rt_conv_run)(RtConvJob *j)
 {
   const RtConvGeom *g = &j->g;
-  if (j->kind == RT_CONV_FWD || j->kind == RT_CONV_BWD) return conv_run(j);
+  if (j->kind == RT_CONV_FWD || j->kind == RT_CONV_BWD) {
+    /* A dim with one output position reads one window whatever its stride, so
+    ** its stride is taken as 1: rt_convmk.c splits the padded input into
+    ** sd sh sw stride phases, 2^64 of them for a stride of 2^32 on each dim. */
+    RtConvJob n = *j;
+    if (n.g.OH == 1) n.g.sh = 1;
+    if (n.g.OW == 1) n.g.sw = 1;
+    if (n.g.kd > 0 && n.g.OD == 1) n.g.sd = 1;
+    return conv_run(&n);
+  }
   int64_t work = g->OH * g->OW * g->kh * g->kw + g->H * g->W;
   rt_parallel_for(g->N * g->C, 1 + 32768 / (work > 0 ? work : 1), pool_range, j);
   return 0;

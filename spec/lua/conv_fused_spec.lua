@@ -126,6 +126,29 @@ describe("fused conv2d", function()
     end
   end)
 
+  it("a stride past the input (2^32: one output position) gives that position's window, no crash", function()
+    -- the tiles split the padded input into stride phases: 2^64 of them once crashed (API fuzzer)
+    local function same(a, b) return a:size()[1] == b:size()[1] and a:eq(b):all():item() end
+    for _, dt in ipairs { tide.float32, tide.float64 } do
+      tide.manual_seed(6)
+      local x = tide.randn(2, 4, 5, 6, 7, { dtype = dt }):requires_grad_()
+      local w = tide.randn(3, 4, 2, 3, 2, { dtype = dt }):requires_grad_()
+      local x2, w2 = x:detach():clone():requires_grad_(), w:detach():clone():requires_grad_()
+      local y = F.conv3d(x, w, nil, { stride = 2 ^ 32 })
+      local y2 = F.conv3d(x2, w2, nil, { stride = 7 })              -- one output position too
+      assert.same({ 2, 3, 1, 1, 1 }, y:size())
+      y:sum():backward(); y2:sum():backward()
+      for _, p in ipairs { { y, y2 }, { x.grad, x2.grad }, { w.grad, w2.grad } } do
+        assert.is_true(same(p[1], p[2]), dt.name)
+      end
+      local x4, w4 = x:detach()[{ {}, {}, 1 }], w:detach()[{ {}, {}, 1 }]
+      assert.is_true(same(F.conv2d(x4, w4, nil, { stride = { 2 ^ 32, 1 } }), F.conv2d(x4, w4, nil, { stride = { 9, 1 } })))
+      local x1 = x4[{ {}, {}, { 1, 1 }, { 1, 1 } }]
+      assert.is_true(same(F.conv_transpose2d(x1, w4:transpose(1, 2), nil, { stride = 2 ^ 32 }),
+        F.conv_transpose2d(x1, w4:transpose(1, 2), nil, { stride = 3 })))
+    end
+  end)
+
   it("conv1d and a non-contiguous input", function()
     local x = tide.randn(2, 3, 17, { dtype = tide.float64 }):requires_grad_()
     local w = tide.randn(4, 3, 5, { dtype = tide.float64 }):requires_grad_()
