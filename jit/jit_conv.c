@@ -237,10 +237,13 @@ TD_API td_tensor *td_conv3d(td_tensor *x, td_tensor *w, td_tensor *b, const int6
 /* The transposed convolution is conv2d's input gradient: with the conv2d
 ** whose input is y (N, Cout, OH', OW') and weight w (Cin, Cout/G, kh, kw)
 ** (geometry g, its output plane x's H x W):
-**   y = dX(dY = x), dx = conv2d(GO, w), dw = conv2d's dW with input GO and dY = x,
-** rt_conv_run's kernels in those roles (no unfolded matrix in memory). Under
-** create_graph the same from ops: cols = unfold(GO) (N, G, K, L),
-** dx = W (G, Cin/G, K) @ cols, dw = sum_n x (N, G, Cin/G, L) @ cols^T. */
+**   y = dX(dY = x) + b, dx = conv2d(GO, w), dw = conv2d's dW with input GO and dY = x,
+**   db = GO summed over (n, h, w),
+** rt_conv_run's kernels in those roles (no unfolded matrix in memory; the
+** bias in the forward's epilogue; dx, dw and db one RT_CONVT_BWD job over
+** one padded copy of GO, read through its strides). Under create_graph the
+** same from ops: cols = unfold(GO) (N, G, K, L), dx = W (G, Cin/G, K) @ cols,
+** dw = sum_n x (N, G, Cin/G, L) @ cols^T, db = sum(GO). */
 static int convt_backward(JitCtx *k)
 {
   const ConvExt *ce = k->n->ext;
@@ -252,7 +255,7 @@ static int convt_backward(JitCtx *k)
     int64_t sw[3] = { g->G, Og, K }, sx[4] = { g->N, g->G, Og, L }, sc[4] = { g->N, g->G, K, L };
     int64_t p0132[4] = { 0, 1, 3, 2 };
     td_attrs at = win_attrs(g);
-    td_tensor *cols = reshape(k, op1a(k, RT_OP_UNFOLD, GO, &at), 4, sc);
+    td_tensor *cols = needs(k, 0) || needs(k, 1) ? reshape(k, op1a(k, RT_OP_UNFOLD, GO, &at), 4, sc) : NULL;
     int rc = 0;
     if (needs(k, 0))
       rc |= set(k, 0, reshape(k, op2(k, RT_OP_MATMUL, reshape(k, w, 3, sw), cols), x->ndim, x->sizes));
@@ -260,43 +263,54 @@ static int convt_backward(JitCtx *k)
       td_tensor *dw = red(k, RT_OP_SUM, op2(k, RT_OP_MATMUL, reshape(k, x, 4, sx), permute(k, cols, 4, p0132)), 0, 0);
       rc |= set(k, 1, reshape(k, dw, w->ndim, w->sizes));
     }
+    if (needs(k, 2)) {
+      td_attrs s = { .ndims = 3, .dtype = -1, .dims = { 0, 2, 3 } };
+      rc |= set(k, 2, op1a(k, RT_OP_SUM, GO, &s));
+    }
     return rc;
   }
-  td_tensor *gc = contig(k, GO), *xc = contig(k, x), *wc = contig(k, w);
-  if (!gc || !xc || !wc) return TD_ERR_NOMEM;
   int dt = x->scalar_type;
-  if (gc->device_type != TD_CPU || !gc->ptr || gc->scalar_type != dt)
+  if (GO->device_type != TD_CPU || !GO->ptr || GO->scalar_type != dt)
     return rt_err(TD_ERR_GRAD, "conv_transpose2d_backward: the gradient must be a CPU tensor of %s", td_dtype_name(dt));
+  /* GO is read in place through its strides when it has the output's shape (a sum's gradient is expanded) */
+  int64_t os[4] = { g->N, g->C, g->H, g->W };
+  bool strided = GO->ndim == 4 && !memcmp(GO->sizes, os, sizeof os);
+  td_tensor *gc = strided ? GO : contig(k, GO), *xc = needs(k, 1) ? contig(k, x) : x, *wc = contig(k, w);
+  if (!gc || !xc || !wc) return TD_ERR_NOMEM;
+  JitEdge *e = k->n->edge;
   td_tensor *dx = needs(k, 0) ? jit_tmp(k, rt_tensor_new(x->ndim, x->sizes, dt)) : NULL;
   td_tensor *dw = needs(k, 1) ? jit_tmp(k, rt_tensor_new(w->ndim, w->sizes, dt)) : NULL;
-  if ((needs(k, 0) && !dx) || (needs(k, 1) && !dw)) return TD_ERR_NOMEM;
-  if (dx && dx->nelem > 0) {
-    RtConvJob j = { .kind = RT_CONV_FWD, .dtype = dt, .g = *g, .x = gc->ptr, .w = wc->ptr, .y = dx->ptr };
+  td_tensor *db = needs(k, 2) ? jit_tmp(k, rt_tensor_new(e[2].ndim, e[2].sizes, dt)) : NULL;
+  if ((needs(k, 0) && !dx) || (needs(k, 1) && !dw) || (needs(k, 2) && !db)) return TD_ERR_NOMEM;
+  /* an empty x (Cin = 0) or GO: nothing to convolve, dx empty or zero, dw zero; db zero or GO's sums */
+  bool conv = x->nelem > 0 && gc->nelem > 0;
+  td_tensor *z[3] = { conv ? NULL : dx, conv ? NULL : dw, gc->nelem > 0 ? NULL : db };
+  for (int i = 0; i < 3; i++) if (z[i] && z[i]->nelem > 0) memset(z[i]->ptr, 0, (size_t)z[i]->nelem * rt_dtype_size(dt));
+  if (conv || (db && gc->nelem > 0)) {
+    RtConvJob j = { .kind = RT_CONVT_BWD, .dtype = dt, .g = *g, .x = gc->ptr, .xs = gc == GO ? GO->strides : NULL,
+                    .w = wc->ptr, .dy = xc->ptr, .y = dx && conv ? dx->ptr : NULL, .dw = dw && conv ? dw->ptr : NULL,
+                    .sx = db ? db->ptr : NULL };
     int rc = rt_conv_run(&j);
     if (rc) return rc;
   }
-  if (dw) {
-    RtConvJob j = { .kind = RT_CONV_BWD, .dtype = dt, .g = *g, .x = gc->ptr, .w = wc->ptr, .dy = xc->ptr, .dw = dw->ptr };
-    int rc = rt_conv_run(&j);
-    if (rc) return rc;
-  }
-  return set(k, 0, dx) | set(k, 1, dw);
+  return set(k, 0, dx) | set(k, 1, dw) | set(k, 2, db);
 }
 
 static const JitGradRule convt_rule = { "conv_transpose2d_backward", convt_backward, 0 };
 
-TD_API td_tensor *td_conv_transpose2d(td_tensor *x, td_tensor *w, const int64_t *p, int64_t groups)
+TD_API td_tensor *td_conv_transpose2d(td_tensor *x, td_tensor *w, td_tensor *b, const int64_t *p, int64_t groups)
 {
   const char *fn = "conv_transpose2d";
   RT_ARG(x, fn, 1, NULL);
   RT_ARG(w, fn, 2, NULL);
   RT_INTERRUPT_CHECK(NULL);
-  if (fused_arg(fn, x, 1, -1) || fused_arg(fn, w, 2, x->scalar_type)) return NULL;
+  if (fused_arg(fn, x, 1, -1) || fused_arg(fn, w, 2, x->scalar_type) || (b && fused_arg(fn, b, 3, x->scalar_type)))
+    return NULL;
   if (x->ndim != 4 || w->ndim != 4 || groups < 1 || x->sizes[1] % groups || w->sizes[0] != x->sizes[1] ||
-      p[6] < 1 || p[7] < 1)
-    return rt_errp(TD_ERR_SHAPE, "conv_transpose2d: input %s, weight %s, %lld groups and output plane %lldx%lld do not "
-                   "fit (N, Cin, H, W) and (Cin, Cout/groups, kh, kw)", RT_SHAPE(x), RT_SHAPE(w), (long long)groups,
-                   (long long)p[6], (long long)p[7]);
+      p[6] < 1 || p[7] < 1 || (b && b->nelem != w->sizes[1] * groups))
+    return rt_errp(TD_ERR_SHAPE, "conv_transpose2d: input %s, weight %s%s%s, %lld groups and output plane %lldx%lld do "
+                   "not fit (N, Cin, H, W), (Cin, Cout/groups, kh, kw) and (Cout)", RT_SHAPE(x), RT_SHAPE(w),
+                   b ? ", bias " : "", b ? RT_SHAPE(b) : "", (long long)groups, (long long)p[6], (long long)p[7]);
   int64_t Cout;
   if (rt_size_mul(fn, w->sizes[1], groups, &Cout)) return NULL;
   RtConvGeom g = { .N = x->sizes[0], .C = Cout, .H = p[6], .W = p[7], .O = x->sizes[1], .G = groups,
@@ -309,30 +323,39 @@ TD_API td_tensor *td_conv_transpose2d(td_tensor *x, td_tensor *w, const int64_t 
   int pe = rt_prof_on ? rt_prof_begin(TD_PROF_OP, fn, 1, &x) : -1;
   int dt = x->scalar_type;
   int64_t ys[4] = { g.N, g.C, g.H, g.W };
-  td_tensor *xc = rt_as_contig(x), *wc = rt_as_contig(w);
+  td_tensor *xc = rt_as_contig(x), *wc = rt_as_contig(w), *bc = b ? rt_as_contig(b) : NULL;
   td_tensor *y = rt_tensor_new(4, ys, dt);
   ConvExt *ce = calloc(1, sizeof *ce);
   JitNode *n = NULL;
-  if (!xc || !wc || !y || !ce) { rt_err(TD_ERR_NOMEM, "conv_transpose2d: out of memory"); goto fail; }
+  if (!xc || !wc || (b && !bc) || !y || !ce) { rt_err(TD_ERR_NOMEM, "conv_transpose2d: out of memory"); goto fail; }
   if (y->nelem > 0) {
-    if (x->nelem == 0) memset(y->ptr, 0, (size_t)y->nelem * rt_dtype_size(dt));
-    else {
-      RtConvJob j = { .kind = RT_CONV_BWD, .dtype = dt, .g = g, .w = wc->ptr, .dy = xc->ptr, .dx = y->ptr };
+    if (x->nelem == 0) {                      /* no input: the bias alone */
+      size_t es = rt_dtype_size(dt);
+      memset(y->ptr, 0, (size_t)y->nelem * es);
+      for (int64_t i = 0; bc && i < y->nelem; i++) {
+        int64_t c = i / (g.H * g.W) % g.C;
+        if (dt == TD_FLOAT64) ((double *)y->ptr)[i] = ((const double *)bc->ptr)[c];
+        else if (dt == TD_FLOAT32) ((float *)y->ptr)[i] = ((const float *)bc->ptr)[c];
+        else memcpy((char *)y->ptr + (size_t)i * es, (const char *)bc->ptr + (size_t)c * es, es);
+      }
+    } else {
+      RtConvJob j = { .kind = RT_CONV_BWD, .dtype = dt, .g = g, .w = wc->ptr, .b = bc ? bc->ptr : NULL,
+                      .dy = xc->ptr, .dx = y->ptr };
       if (rt_conv_run(&j)) goto fail;
     }
   }
-  if (wants_grad(x, w, NULL)) {
-    if (!(n = jit_node_custom(&convt_rule, 2))) goto fail;
-    edge_of(n, 0, x, true); edge_of(n, 1, w, true);
+  if (wants_grad(x, w, b)) {
+    if (!(n = jit_node_custom(&convt_rule, 3))) goto fail;
+    edge_of(n, 0, x, true); edge_of(n, 1, w, true); edge_of(n, 2, b, false);
     ce->g = g;
     n->ext = ce; n->ext_free = conv_ext_free; ce = NULL;
     node_attach(n, y);
   }
-  td_release(xc); td_release(wc); free(ce);
+  td_release(xc); td_release(wc); td_release(bc); free(ce);
   if (pe >= 0) rt_prof_end(pe);
   return y;
 fail:
-  td_release(xc); td_release(wc); td_release(y); free(ce);
+  td_release(xc); td_release(wc); td_release(bc); td_release(y); free(ce);
   if (pe >= 0) rt_prof_end(pe);
   return NULL;
 }

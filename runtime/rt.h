@@ -235,12 +235,17 @@ typedef struct RtConvGeom {
   int64_t N, C, H, W, O, G, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
   int64_t D, kd, sd, pd, dd, OD;
 } RtConvGeom;
-enum { RT_CONV_FWD, RT_CONV_BWD, RT_POOL_MAX_FWD, RT_POOL_MAX_BWD, RT_POOL_AVG_FWD, RT_POOL_AVG_BWD };
+/* FWD: y (+ b). BWD: dx (+ b (C), a transposed convolution's bias), dw, db.
+** CONVT_BWD, a transposed convolution's backward (its dY is x here, its input
+** dy): y = conv(x, w), dw (dy and x as BWD's), sx[c] = sum of x[., c] (its
+** bias gradient), from one padded copy of x; x may be strided (xs). */
+enum { RT_CONV_FWD, RT_CONV_BWD, RT_POOL_MAX_FWD, RT_POOL_MAX_BWD, RT_POOL_AVG_FWD, RT_POOL_AVG_BWD, RT_CONVT_BWD };
 typedef struct RtConvJob {
   int kind, dtype;
   RtConvGeom g;
   const void *x, *w, *b, *dy;    /* inputs (NULL: none) */
-  void *y, *dx, *dw, *db;        /* results (NULL: not wanted) */
+  void *y, *dx, *dw, *db, *sx;   /* results (NULL: not wanted) */
+  const int64_t *xs;             /* CONVT_BWD: x's element strides (4 of them), NULL: contiguous */
   int64_t *idx;                  /* max pool: the window position (ki kw + kj) of each output */
 } RtConvJob;
 int rt_conv_run(RtConvJob *j);

@@ -326,6 +326,17 @@ static int conv_run(const RtConvJob *j)
                             "(%lld x %lld x %lld) up to 64 and TIDE_CONV_BLAS unset (F.fused = false: the composite)",
                             (long long)g->sd, (long long)g->sh, (long long)g->sw) : rc;
   }
+  if (j->kind == RT_CONV_BWD && j->dx && j->b) {  /* dX plus a bias (conv_transpose2d's forward): the tiles' */
+    int rc = j->dw || j->db ? 1 : RT_ISA_FN(rt_conv_mk)(j);   /* epilogue, else dX and then the bias */
+    if (rc != 1) return rc;
+    RtConvJob nb = *j;
+    nb.b = NULL;
+    if ((rc = conv_run(&nb))) return rc;
+    for (int64_t n = 0; n < g->N; n++)
+      add_bias(j->dtype == TD_FLOAT64, (char *)j->dx + (size_t)(n * g->C * g->H * g->W) * rt_dtype_size(j->dtype),
+               g->H * g->W, j->b, 0, g->C, g->H * g->W);
+    return 0;
+  }
   if (j->kind == RT_CONV_FWD) {
     int rc = RT_ISA_FN(rt_conv_mk)(j);
     if (rc != 1) return rc;
@@ -398,6 +409,50 @@ static int conv_run(const RtConvJob *j)
   }
   free(p.part);
   return p.failed ? rt_err(TD_ERR_NOMEM, "conv2d_backward: out of memory") : 0;
+}
+
+/* RT_CONVT_BWD where the tiles do not run it: x made contiguous when strided,
+** then the forward (y) and the weight gradient (dw) as two jobs; sx in double */
+static int convt_bwd(const RtConvJob *j)
+{
+  const RtConvGeom *g = &j->g;
+  size_t es = rt_dtype_size(j->dtype);
+  int64_t HW = g->H * g->W, st[4] = { g->C * HW, HW, g->W, 1 };
+  bool f64 = j->dtype == TD_FLOAT64;
+  if (j->xs) memcpy(st, j->xs, sizeof st);
+  char *xc = NULL;
+  const void *x = j->x;
+  if (j->xs && (j->y || j->dw)) {
+    if (!(xc = malloc((size_t)(g->N * g->C * HW) * es + 1))) return rt_err(TD_ERR_NOMEM, "conv_transpose2d_backward: out of memory");
+    for (int64_t n = 0, i = 0; n < g->N; n++)
+      for (int64_t c = 0; c < g->C; c++)
+        for (int64_t h = 0; h < g->H; h++)
+          for (int64_t w = 0; w < g->W; w++, i++)
+            memcpy(xc + (size_t)i * es, (const char *)j->x + (ptrdiff_t)(n * st[0] + c * st[1] + h * st[2] + w * st[3]) * (ptrdiff_t)es, es);
+    x = xc;
+  }
+  int rc = 0;
+  if (j->y) {
+    RtConvJob f = { .kind = RT_CONV_FWD, .dtype = j->dtype, .g = *g, .x = x, .w = j->w, .y = j->y };
+    rc = conv_run(&f);
+  }
+  if (!rc && j->dw) {
+    RtConvJob b = { .kind = RT_CONV_BWD, .dtype = j->dtype, .g = *g, .x = x, .w = j->w, .dy = j->dy, .dw = j->dw };
+    rc = conv_run(&b);
+  }
+  if (!rc && j->sx)
+    for (int64_t c = 0; c < g->C; c++) {
+      double acc = 0;
+      for (int64_t n = 0; n < g->N; n++)
+        for (int64_t h = 0; h < g->H; h++)
+          for (int64_t w = 0; w < g->W; w++) {
+            ptrdiff_t o = n * st[0] + c * st[1] + h * st[2] + w * st[3];
+            acc += f64 ? ((const double *)j->x)[o] : ((const float *)j->x)[o];
+          }
+      if (f64) ((double *)j->sx)[c] = acc; else ((float *)j->sx)[c] = (float)acc;
+    }
+  free(xc);
+  return rc;
 }
 
 /* -- Pooling: one (n, c) plane per item ------------------------------------------------------- */
@@ -479,7 +534,7 @@ static void pool_range(void *ctx, int64_t b, int64_t e)
 int RT_ISA_FN(rt_conv_run)(RtConvJob *j)
 {
   const RtConvGeom *g = &j->g;
-  if (j->kind == RT_CONV_FWD || j->kind == RT_CONV_BWD) {
+  if (j->kind == RT_CONV_FWD || j->kind == RT_CONV_BWD || j->kind == RT_CONVT_BWD) {
     /* A dim with one output position reads one window whatever its stride, so
     ** its stride is taken as 1: rt_convmk.c splits the padded input into
     ** sd sh sw stride phases, 2^64 of them for a stride of 2^32 on each dim. */
@@ -487,7 +542,9 @@ int RT_ISA_FN(rt_conv_run)(RtConvJob *j)
     if (n.g.OH == 1) n.g.sh = 1;
     if (n.g.OW == 1) n.g.sw = 1;
     if (n.g.kd > 0 && n.g.OD == 1) n.g.sd = 1;
-    return conv_run(&n);
+    if (n.kind != RT_CONVT_BWD) return conv_run(&n);
+    int rc = RT_ISA_FN(rt_conv_mk)(&n);
+    return rc != 1 ? rc : convt_bwd(&n);
   }
   int64_t work = g->OH * g->OW * g->kh * g->kw + g->H * g->W;
   rt_parallel_for(g->N * g->C, 1 + 32768 / (work > 0 ? work : 1), pool_range, j);

@@ -59,19 +59,73 @@ typedef struct {
   int64_t nrb, ppi, nit;                      /* forward: row blocks, panels per item, items per (n, g) */
   int64_t bsz, nblk, rows;                    /* dW: images per block, blocks, output rows per tile */
   float *part;                                /* dW: per block G K Og floats ([g][k][o]), then O doubles */
+  double *psum;                               /* CONVT_BWD's sx: the N C planes' sums of x */
   size_t pstride;
   int failed;
 } Mk;
 
 /* -- The padded input in phases --------------------------------------------------------------- */
 
+typedef int VI __attribute__((vector_size(VL * 4)));
+static const VI EVEN = { 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30 };
+
+/* d[t] = s[t sw] for t < n (s's elements st apart): stride 2 of a contiguous row by shuffles
+** (which read s[2 t + 2 VL - 1]: the last vector stops short of the row's end) */
+static inline void gather_row(float *restrict d, const float *restrict s, int64_t n, int64_t sw, int64_t st)
+{
+  int64_t t = 0;
+  if (st == 1 && sw == 1) { memcpy(d, s, (size_t)n * 4); return; }
+  if (st == 1 && sw == 2)
+    for (; t + VL < n; t += VL) *(V *)(d + t) = __builtin_shuffle(*(const V *)(s + 2 * t), *(const V *)(s + 2 * t + VL), EVEN);
+  for (; t < n; t++) d[t] = s[t * sw * st];
+}
+
+/* the sum of n floats st apart; lanes in float, the row in double */
+static double row_sum(const float *r, int64_t n, int64_t st)
+{
+  double s = 0;
+  int64_t i = 0;
+  if (st == 1) {
+    V a = { 0 };
+    for (; i + VL <= n; i += VL) a += *(const V *)(r + i);
+    for (int q = 0; q < VL; q++) s += a[q];
+  }
+  for (; i < n; i++) s += r[i * st];
+  return s;
+}
+
+/* x's element strides: image, channel, depth, row, column (xs: a strided 2-D x) */
+static void x_strides(const RtConvJob *j, int64_t D, int64_t st[5])
+{
+  const RtConvGeom *g = &j->g;
+  const int64_t *xs = j->xs;
+  st[0] = xs ? xs[0] : g->C * D * g->H * g->W; st[1] = xs ? xs[1] : D * g->H * g->W; st[2] = g->H * g->W;
+  st[3] = xs ? xs[2] : g->W; st[4] = xs ? xs[3] : 1;
+}
+
+/* psum[p] = the sum of x's plane p (n, c), in double */
+static void plane_sum(const Mk *m, int64_t p)
+{
+  const RtConvGeom *g = &m->j->g;
+  int64_t st[5];
+  x_strides(m->j, m->d.D, st);
+  const float *s = (const float *)m->j->x + p / g->C * st[0] + p % g->C * st[1];
+  double acc = 0;
+  for (int64_t id = 0; id < m->d.D; id++)
+    for (int64_t ih = 0; ih < g->H; ih++) acc += row_sum(s + id * st[2] + ih * st[3], g->W, st[4]);
+  m->psum[p] = acc;
+}
+
 static void pad_range(void *ctx, int64_t b, int64_t e)
 {
   const Mk *m = ctx;
   const RtConvGeom *g = &m->j->g;
   int64_t D = m->d.D, H = g->H, W = g->W, Dq = m->Dq, Hq = m->Hq, Wq = m->Wq;
+  int64_t st[5];
+  x_strides(m->j, D, st);
+  int64_t sN = st[0], sC = st[1], sD = st[2], sH = st[3], sW = st[4];
   for (int64_t p = b; p < e; p++) {
-    const float *s = (const float *)m->j->x + p * D * H * W;
+    const float *s = (const float *)m->j->x + p / g->C * sN + p % g->C * sC;
     for (int64_t ad = 0; ad < m->d.sd; ad++)
     for (int64_t a = 0; a < g->sh; a++)
       for (int64_t bb = 0; bb < g->sw; bb++)
@@ -80,21 +134,23 @@ static void pad_range(void *ctx, int64_t b, int64_t e)
           float *d = m->xp + p * m->CS + (((ad * g->sh + a) * g->sw + bb) * Dq + dq) * Hq * Wq + i * Wq;
           int64_t id = dq * m->d.sd + ad - m->d.pd, ih = i * g->sh + a - g->ph;
           if (id < 0 || id >= D || ih < 0 || ih >= H) { memset(d, 0, (size_t)Wq * 4); continue; }
-          const float *sr = s + (id * H + ih) * W;
-          if (g->sw == 1) {
-            memset(d, 0, (size_t)g->pw * 4);
-            memcpy(d + g->pw, sr, (size_t)W * 4);
-            memset(d + g->pw + W, 0, (size_t)(Wq - g->pw - W) * 4);
-          } else {                    /* columns t with 0 <= t sw + bb - pw < W: [t0, t1) */
-            int64_t o = bb - g->pw, t0 = o >= 0 ? 0 : (-o + g->sw - 1) / g->sw, t1 = (W - o + g->sw - 1) / g->sw;
-            if (t1 > Wq) t1 = Wq;
-            if (t1 < t0) t1 = t0;
-            memset(d, 0, (size_t)t0 * 4);
-            for (int64_t t = t0; t < t1; t++) d[t] = sr[t * g->sw + o];
-            memset(d + t1, 0, (size_t)(Wq - t1) * 4);
-          }
+          const float *sr = s + id * sD + ih * sH;
+          /* columns t with 0 <= t sw + bb - pw < W: [t0, t1) */
+          int64_t o = bb - g->pw, t0 = o >= 0 ? 0 : (-o + g->sw - 1) / g->sw, t1 = (W - o + g->sw - 1) / g->sw;
+          if (t1 > Wq) t1 = Wq;
+          if (t1 < t0) t1 = t0;
+          memset(d, 0, (size_t)t0 * 4);
+          gather_row(d + t0, sr + (t0 * g->sw + o) * sW, t1 - t0, g->sw, sW);
+          memset(d + t1, 0, (size_t)(Wq - t1) * 4);
         }
+    if (m->psum) plane_sum(m, p);             /* CONVT_BWD's sx, read while in cache */
   }
+}
+
+/* sx alone: the planes' sums without the padded copy */
+static void sum_range(void *ctx, int64_t b, int64_t e)
+{
+  for (int64_t p = b; p < e; p++) plane_sum(ctx, p);
 }
 
 /* the phase planes and the zeros after them: the last tiles' dropped columns read past the end */
@@ -120,6 +176,7 @@ static int mk_setup(Mk *m, const RtConvJob *j)
   size_t planes = (size_t)(g->N * g->C * m->CS), bytes = mk_xp_bytes(j);
   m->xp = rt_alloc(bytes);                    /* the caching allocator: pages already faulted in */
   m->off = malloc((size_t)(m->K > 0 ? m->K : 1) * sizeof *m->off);
+  if (j->kind == RT_CONVT_BWD && j->sx && !(m->psum = malloc((size_t)(g->N * g->C + 1) * sizeof *m->psum))) return -1;
   if (!m->xp || !m->off) return -1;
   memset(m->xp + planes, 0, bytes - planes * 4);
   for (int64_t c = 0, k = 0; c < m->Cg; c++)
@@ -179,29 +236,37 @@ static void fwd_range(void *ctx, int64_t b, int64_t e)
   }
 }
 
+/* y = conv(x, w) (+ b) from m's padded x */
+static int mk_fwd_run(Mk *m)
+{
+  const RtConvJob *j = m->j;
+  const RtConvGeom *g = &j->g;
+  m->nrb = (m->Og + FMR - 1) / FMR;
+  if (!(m->wp = calloc((size_t)(g->G * m->nrb * m->K * FMR) + 1, 4))) return -1;
+  for (int64_t gi = 0; gi < g->G; gi++)
+    for (int64_t o = 0; o < m->Og; o++)
+      for (int64_t k = 0; k < m->K; k++)
+        m->wp[((gi * m->nrb + o / FMR) * m->K + k) * FMR + o % FMR] = ((const float *)j->w)[(gi * m->Og + o) * m->K + k];
+  /* an item: ppi panels of FNR columns, about 2 M FMAs */
+  int64_t panels = (m->L2 + FNR - 1) / FNR, fma = m->Og * m->K * FNR;
+  m->ppi = 1 + (1 << 21) / (fma > 0 ? fma : 1);
+  if (m->ppi > panels) m->ppi = panels;
+  m->nit = panels > 0 ? (panels + m->ppi - 1) / m->ppi : 0;
+  rt_parallel_for(g->N * g->G * m->nit, 1, fwd_range, m);
+  return 0;
+}
+
+static void mk_free(Mk *m)
+{
+  rt_free(m->xp, mk_xp_bytes(m->j)); free(m->off); free(m->wp); free(m->psum);
+  rt_free(m->part, m->pstride * (size_t)(m->nblk > 0 ? m->nblk : 1));
+}
+
 static int mk_fwd(const RtConvJob *j)
 {
-  const RtConvGeom *g = &j->g;
   Mk m = { 0 };
-  int rc = 0;
-  if (mk_setup(&m, j)) goto nomem;
-  m.nrb = (m.Og + FMR - 1) / FMR;
-  if (!(m.wp = calloc((size_t)(g->G * m.nrb * m.K * FMR) + 1, 4))) goto nomem;
-  for (int64_t gi = 0; gi < g->G; gi++)
-    for (int64_t o = 0; o < m.Og; o++)
-      for (int64_t k = 0; k < m.K; k++)
-        m.wp[((gi * m.nrb + o / FMR) * m.K + k) * FMR + o % FMR] = ((const float *)j->w)[(gi * m.Og + o) * m.K + k];
-  /* an item: ppi panels of FNR columns, about 2 M FMAs */
-  int64_t panels = (m.L2 + FNR - 1) / FNR, fma = m.Og * m.K * FNR;
-  m.ppi = 1 + (1 << 21) / (fma > 0 ? fma : 1);
-  if (m.ppi > panels) m.ppi = panels;
-  m.nit = panels > 0 ? (panels + m.ppi - 1) / m.ppi : 0;
-  rt_parallel_for(g->N * g->G * m.nit, 1, fwd_range, &m);
-  goto done;
-nomem:
-  rc = rt_err(TD_ERR_NOMEM, "%s: out of memory", g->kd > 0 ? "conv3d" : "conv2d");
-done:
-  rt_free(m.xp, mk_xp_bytes(j)); free(m.off); free(m.wp);
+  int rc = mk_setup(&m, j) || mk_fwd_run(&m) ? rt_err(TD_ERR_NOMEM, "%s: out of memory", j->g.kd > 0 ? "conv3d" : "conv2d") : 0;
+  mk_free(&m);
   return rc;
 }
 
@@ -310,32 +375,57 @@ static void wsum_range(void *ctx, int64_t b, int64_t e)
   }
 }
 
+/* dW and db from m's padded x */
+static int mk_wgt_run(Mk *m)
+{
+  const RtConvJob *j = m->j;
+  const RtConvGeom *g = &j->g;
+  int64_t per = g->G * m->K * m->Og + g->O;
+  m->nblk = PART_ELEMS / (per > 0 ? per : 1);
+  if (m->nblk < 1) m->nblk = 1;
+  if (m->nblk > g->N) m->nblk = g->N;
+  m->bsz = m->nblk > 0 ? (g->N + m->nblk - 1) / m->nblk : 1;
+  m->nblk = g->N > 0 ? (g->N + m->bsz - 1) / m->bsz : 0;
+  m->rows = g->OW > 0 ? 1 + 127 / g->OW : 1;                 /* 128+ positions a tile: its packed dY (64 channels: 32 KiB) stays in L1 */
+  m->pstride = ((((size_t)(g->G * m->K * m->Og) * 4 + 7) & ~(size_t)7) + (size_t)g->O * 8 + 63) & ~(size_t)63;
+  if (!(m->part = rt_alloc(m->pstride * (size_t)(m->nblk > 0 ? m->nblk : 1)))) return -1;
+  if (m->nblk > 0) rt_parallel_for(m->nblk, 1, wgt_range, m);
+  if (m->failed) return -1;
+  if (m->nblk == 0) {
+    if (j->dw) memset(j->dw, 0, (size_t)(g->O * m->K) * 4);
+    if (j->db) memset(j->db, 0, (size_t)g->O * 4);
+  } else rt_parallel_for(g->O * m->K + g->O, 4096, wsum_range, m);
+  return 0;
+}
+
 static int mk_wgt(const RtConvJob *j)
 {
-  const RtConvGeom *g = &j->g;
   Mk m = { 0 };
+  int rc = mk_setup(&m, j) || mk_wgt_run(&m) ? rt_err(TD_ERR_NOMEM, "%s_backward: out of memory", j->g.kd > 0 ? "conv3d" : "conv2d") : 0;
+  mk_free(&m);
+  return rc;
+}
+
+/* A transposed convolution's backward (RT_CONVT_BWD): y (its dx) and dW from
+** one padded copy of x (its dY), whose pass also sums each plane (sx, its db;
+** the planes' sums added in image order). */
+static int mk_convt_bwd(const RtConvJob *j)
+{
+  const RtConvGeom *g = &j->g;
+  Mk m = { .j = j, .d = dep_of(g) };
   int rc = 0;
-  if (mk_setup(&m, j)) goto nomem;
-  int64_t per = g->G * m.K * m.Og + g->O;
-  m.nblk = PART_ELEMS / (per > 0 ? per : 1);
-  if (m.nblk < 1) m.nblk = 1;
-  if (m.nblk > g->N) m.nblk = g->N;
-  m.bsz = m.nblk > 0 ? (g->N + m.nblk - 1) / m.nblk : 1;
-  m.nblk = g->N > 0 ? (g->N + m.bsz - 1) / m.bsz : 0;
-  m.rows = g->OW > 0 ? 1 + 127 / g->OW : 1;                 /* 128+ positions a tile: its packed dY (64 channels: 32 KiB) stays in L1 */
-  m.pstride = ((((size_t)(g->G * m.K * m.Og) * 4 + 7) & ~(size_t)7) + (size_t)g->O * 8 + 63) & ~(size_t)63;
-  if (!(m.part = rt_alloc(m.pstride * (size_t)(m.nblk > 0 ? m.nblk : 1)))) goto nomem;
-  if (m.nblk > 0) rt_parallel_for(m.nblk, 1, wgt_range, &m);
-  if (m.failed) goto nomem;
-  if (m.nblk == 0) {
-    if (j->dw) memset(j->dw, 0, (size_t)(g->O * m.K) * 4);
-    if (j->db) memset(j->db, 0, (size_t)g->O * 4);
-  } else rt_parallel_for(g->O * m.K + g->O, 4096, wsum_range, &m);
-  goto done;
-nomem:
-  rc = rt_err(TD_ERR_NOMEM, "%s_backward: out of memory", g->kd > 0 ? "conv3d" : "conv2d");
-done:
-  rt_free(m.xp, mk_xp_bytes(j)); free(m.off); rt_free(m.part, m.pstride * (size_t)(m.nblk > 0 ? m.nblk : 1));
+  if (!j->y && !j->dw) {                      /* sx alone */
+    if (!(m.psum = malloc((size_t)(g->N * g->C + 1) * sizeof *m.psum))) rc = -1;
+    else rt_parallel_for(g->N * g->C, 1 + 16384 / (g->H * g->W + 1), sum_range, &m);
+  } else rc = mk_setup(&m, j) || (j->y && mk_fwd_run(&m)) || (j->dw && mk_wgt_run(&m)) ? -1 : 0;
+  if (rc) rc = rt_err(TD_ERR_NOMEM, "conv_transpose2d_backward: out of memory");
+  else if (j->sx)
+    for (int64_t c = 0; c < j->g.C; c++) {
+      double acc = 0;
+      for (int64_t n = 0; n < j->g.N; n++) acc += m.psum[n * j->g.C + c];
+      ((float *)j->sx)[c] = (float)acc;
+    }
+  mk_free(&m);
   return rc;
 }
 
@@ -360,10 +450,11 @@ typedef struct {
   int64_t Cg, Og, Qd, Qh, Qw, Rz, Rd, Wd;     /* dYp: Rz slices of Rd x Wd, dY at slice Qd, row Qh, column Qw */
   float *dyp;
   int64_t nph, nrb;                           /* phases (sd sh sw), row blocks of Cg */
+  int64_t gsw;                                /* phases a unit: both column phases of sw == 2 (interleaved as stored), else 1 */
   int64_t kp[MAXPH], k0[MAXPH];               /* per phase: its taps' count (o, td, ki, kj) and first index */
   int64_t nz[MAXPH], ni[MAXPH], nj[MAXPH];    /* per phase: slices, rows, columns (from 0) */
   int64_t z0[MAXPH], i0[MAXPH], j0[MAXPH];    /* per phase: first valid slice, row, column */
-  int64_t nit[MAXPH], it0[MAXPH + 1];         /* per phase: items per (n, g) and their prefix sums */
+  int64_t nit[MAXPH], it0[MAXPH + 1];         /* per unit: items per (n, g) and their prefix sums */
   int64_t ppi;
   int64_t *off;                               /* offsets, phase by phase */
   float *ap;                                  /* weights: [g][tap index k0[p] + k'] by FMR rows of c */
@@ -390,45 +481,71 @@ static void dyp_range(void *ctx, int64_t b, int64_t e)
   }
 }
 
+/* phase p's column space [dx_first, dx_cols): from its first valid row to the end of its last */
 static int64_t dx_cols(const MkDx *d, int64_t p)
 {
   return d->nz[p] > 0 && d->ni[p] > 0 ? ((d->nz[p] - 1) * d->Rd + d->ni[p]) * d->Wd : 0;
 }
+static int64_t dx_first(const MkDx *d, int64_t p) { return (d->z0[p] * d->Rd + d->i0[p]) * d->Wd; }
+
+static const VI ILO = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 };
+static const VI IHI = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
 
 static void dx_range(void *ctx, int64_t b, int64_t e)
 {
   const MkDx *d = ctx;
   const RtConvJob *j = d->j;
   const RtConvGeom *g = &j->g;
-  int64_t T = d->it0[d->nph], HW = g->H * g->W, DHW = d->dp.D * HW, kk = d->dp.kd * g->kh * g->kw;
-  float out[FMR * FNR];
+  int64_t T = d->it0[d->nph / d->gsw], HW = g->H * g->W, DHW = d->dp.D * HW, kk = d->dp.kd * g->kh * g->kw;
+  float out[2][FMR * FNR + VL], il[2 * FNR + 2 * VL];
+  memset(out[0] + FMR * FNR, 0, VL * 4); memset(out[1] + FMR * FNR, 0, VL * 4);   /* read, never stored */
   for (int64_t u = b; u < e; u++) {
-    int64_t n = u / (g->G * T), gi = (u / T) % g->G, r = u % T, p = 0;
-    while (r >= d->it0[p + 1]) p++;
-    int64_t it = r - d->it0[p], az = p / (g->sh * g->sw), a = p / g->sw % g->sh, bb = p % g->sw, L2 = dx_cols(d, p);
+    int64_t n = u / (g->G * T), gi = (u / T) % g->G, r = u % T, un = 0;
+    while (r >= d->it0[un + 1]) un++;
+    int64_t p = un * d->gsw, it = r - d->it0[un], az = p / (g->sh * g->sw), a = p / g->sw % g->sh, bb = p % g->sw;
+    int64_t L2 = dx_cols(d, p), cf = dx_first(d, p);
     const float *dyg = d->dyp + (n * g->O + gi * d->Og) * d->Rz * d->Rd * d->Wd;
     float *dxg = (float *)j->dx + (n * g->C + gi * d->Cg) * DHW;
+    const float *bias = j->b ? (const float *)j->b + gi * d->Cg : NULL;
     for (int64_t q = it * d->ppi; q < (it + 1) * d->ppi; q++) {
-      int64_t c0 = q * FNR;
+      int64_t c0 = cf + q * FNR;
       if (c0 >= L2) break;
       for (int64_t rb = 0; rb < d->nrb; rb++) {
         int64_t cb = rb * FMR, mr = d->Cg - cb < FMR ? d->Cg - cb : FMR;
-        tile_fwd(d->kp[p], d->ap + ((gi * d->nrb + rb) * d->Og * kk + d->k0[p]) * FMR, dyg + c0, d->off + d->k0[p], out);
+        for (int64_t h = 0; h < d->gsw; h++)
+          tile_fwd(d->kp[p + h], d->ap + ((gi * d->nrb + rb) * d->Og * kk + d->k0[p + h]) * FMR, dyg + c0,
+                   d->off + d->k0[p + h], out[h]);
         /* columns l' = (iz Rd + i) Wd + jj, by runs within a row: slices iz >= z0, rows i0 <= i < ni,
-        ** columns j0 <= jj < nj go to dX */
+        ** columns j0 <= jj < nj go to dX (plus the bias) */
         int64_t i = c0 / d->Wd, jj = c0 - i * d->Wd, iz = i / d->Rd;
         i -= iz * d->Rd;
         for (int64_t t = 0; t < FNR && c0 + t < L2; ) {
           int64_t run = FNR - t;
           if (run > d->Wd - jj) run = d->Wd - jj;
           if (run > L2 - c0 - t) run = L2 - c0 - t;
-          int64_t lo = jj > d->j0[p] ? jj : d->j0[p], hi = jj + run < d->nj[p] ? jj + run : d->nj[p];
-          if (iz >= d->z0[p] && i >= d->i0[p] && i < d->ni[p] && lo < hi) {
-            float *dst = dxg + cb * DHW + (iz * d->dp.sd + az - d->dp.pd) * HW + (i * g->sh + a - g->ph) * g->W + bb - g->pw;
-            const float *src = out + t - jj;
-            for (int64_t rr = 0; rr < mr; rr++, dst += DHW, src += FNR) {
-              if (g->sw == 1) for (int64_t q = lo; q < hi; q++) dst[q] = src[q];
-              else for (int64_t q = lo; q < hi; q++) dst[q * g->sw] = src[q];
+          if (iz >= d->z0[p] && i >= d->i0[p] && i < d->ni[p]) {
+            float *row = dxg + cb * DHW + (iz * d->dp.sd + az - d->dp.pd) * HW + (i * g->sh + a - g->ph) * g->W;
+            if (d->gsw == 2) {      /* both phases: dX columns 2 jj' + h - pw, one span [x0, x0 + 2 run) */
+              int64_t x0 = 2 * jj - g->pw, lo = x0 > 0 ? x0 : 0, hi = x0 + 2 * run < g->W ? x0 + 2 * run : g->W;
+              for (int64_t rr = 0; rr < mr && lo < hi; rr++) {
+                const float *s0 = out[0] + rr * FNR + t, *s1 = out[1] + rr * FNR + t;
+                for (int64_t v = 0; v < run; v += VL) {
+                  V A = *(const V *)(s0 + v), B = *(const V *)(s1 + v);
+                  *(V *)(il + 2 * v) = __builtin_shuffle(A, B, ILO);
+                  *(V *)(il + 2 * v + VL) = __builtin_shuffle(A, B, IHI);
+                }
+                float bv = bias ? bias[cb + rr] : 0.0f, *dst = row + rr * DHW;
+                for (int64_t x = lo; x < hi; x++) dst[x] = il[x - x0] + bv;
+              }
+            } else {
+              int64_t lo = jj > d->j0[p] ? jj : d->j0[p], hi = jj + run < d->nj[p] ? jj + run : d->nj[p];
+              float *dst = row + bb - g->pw;
+              const float *src = out[0] + t - jj;
+              for (int64_t rr = 0; rr < mr && lo < hi; rr++, dst += DHW, src += FNR) {
+                float bv = bias ? bias[cb + rr] : 0.0f;
+                if (g->sw == 1) for (int64_t x = lo; x < hi; x++) dst[x] = src[x] + bv;
+                else for (int64_t x = lo; x < hi; x++) dst[x * g->sw] = src[x] + bv;
+              }
             }
           }
           t += run; jj += run;
@@ -469,9 +586,12 @@ static int mk_dx(const RtConvJob *j)
     if (d.ni[p] > imax) imax = d.ni[p];
     if (d.nj[p] > jmax) jmax = d.nj[p];
   }
+  /* a row: Qw zeros, then dY's OW; a valid column's read past its row's end lands in the next row's
+  ** zeros (Wd >= jmax: at most Qw - 1 past), so the width need not hold both */
   d.Rz = d.Qd + (d.dp.OD > zmax ? d.dp.OD : zmax);
   d.Rd = d.Qh + (g->OH > imax ? g->OH : imax);
-  d.Wd = d.Qw + (g->OW > jmax ? g->OW : jmax);
+  d.Wd = d.Qw + g->OW > jmax ? d.Qw + g->OW : jmax;
+  d.gsw = g->sw == 2 ? 2 : 1;
   d.nrb = (d.Cg + FMR - 1) / FMR;
   d.dyp = rt_alloc(mk_dyp_bytes(&d));
   d.off = malloc((size_t)(ktot > 0 ? ktot : 1) * sizeof *d.off);
@@ -502,16 +622,16 @@ static int mk_dx(const RtConvJob *j)
   }
   int64_t plane = d.Rz * d.Rd * d.Wd;
   rt_parallel_for(g->N * g->O, 1 + 65536 / (plane > 0 ? plane : 1), dyp_range, &d);
-  /* items: (n, g, phase, ppi panels of about 2 M FMAs) */
-  int64_t fma = d.Cg * (d.Og * kk / d.nph + 1) * FNR;
+  /* items: (n, g, unit of gsw phases, ppi panels of about 2 M FMAs) */
+  int64_t fma = d.Cg * (d.Og * kk / d.nph + 1) * FNR * d.gsw, nun = d.nph / d.gsw;
   d.ppi = 1 + (1 << 21) / (fma > 0 ? fma : 1);
   d.it0[0] = 0;
-  for (int64_t p = 0; p < d.nph; p++) {
-    int64_t panels = (dx_cols(&d, p) + FNR - 1) / FNR;
-    d.nit[p] = (panels + d.ppi - 1) / d.ppi;
-    d.it0[p + 1] = d.it0[p] + d.nit[p];
+  for (int64_t un = 0; un < nun; un++) {
+    int64_t cols = dx_cols(&d, un * d.gsw) - dx_first(&d, un * d.gsw), panels = cols > 0 ? (cols + FNR - 1) / FNR : 0;
+    d.nit[un] = (panels + d.ppi - 1) / d.ppi;
+    d.it0[un + 1] = d.it0[un] + d.nit[un];
   }
-  rt_parallel_for(g->N * g->G * d.it0[d.nph], 1, dx_range, &d);
+  rt_parallel_for(g->N * g->G * d.it0[nun], 1, dx_range, &d);
   goto done;
 nomem:
   rc = rt_err(TD_ERR_NOMEM, "%s_backward: out of memory", g->kd > 0 ? "conv3d" : "conv2d");
@@ -530,6 +650,7 @@ int RT_ISA_FN(rt_conv_mk)(const RtConvJob *j)
   if (j->kind == RT_CONV_FWD) return mk_fwd(j);
   if (j->kind == RT_CONV_BWD && !j->dx && (j->dw || j->db)) return mk_wgt(j);
   if (j->kind == RT_CONV_BWD && j->dx && !j->dw && !j->db) return mk_dx(j);
+  if (j->kind == RT_CONVT_BWD && j->g.kd == 0) return mk_convt_bwd(j);
   return 1;
 }
 

@@ -391,9 +391,9 @@ TD_API td_tensor *td_ctc_loss(td_tensor *log_probs, td_tensor *targets, td_tenso
 ** not NULL) gets each maximum's position in its window (ki kw + kj, int64). */
 TD_API td_tensor *td_conv2d(td_tensor *x, td_tensor *w, td_tensor *b, const int64_t *p, int64_t groups);
 TD_API td_tensor *td_pool2d(td_tensor *x, int max, const int64_t *p, td_tensor **indices);
-/* conv_transpose2d: x (N, Cin, H, W), w (Cin, Cout/groups, kh, kw) (no bias); p = { stride h, w,
+/* conv_transpose2d: x (N, Cin, H, W), w (Cin, Cout/groups, kh, kw), b (Cout) or NULL; p = { stride h, w,
 ** padding h, w, dilation h, w, output height, width } (the output plane, output_padding included) */
-TD_API td_tensor *td_conv_transpose2d(td_tensor *x, td_tensor *w, const int64_t *p, int64_t groups);
+TD_API td_tensor *td_conv_transpose2d(td_tensor *x, td_tensor *w, td_tensor *b, const int64_t *p, int64_t groups);
 /* conv3d: x (N, C, D, H, W) float32, w (O, C/groups, kd, kh, kw), b (O) or NULL; p = { stride d, h, w,
 ** padding d, h, w, dilation d, h, w }. x86-64-v4's register tiles only (elsewhere an error: F.conv3d
 ** keeps its composite); its backward has no create_graph form (an error names F.fused = false). */

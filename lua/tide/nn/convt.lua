@@ -108,9 +108,7 @@ local function convt2d(fname, x, w, b, o)
   -- its forward and weight-gradient kernels backward) on the CPU outside traces
   if F._fused_ok(x, w, b) then
     for i, v in ipairs { st[1], st[2], pd[1], pd[2], dl[1], dl[2], out[1], out[2] } do params[i - 1] = v end
-    local y = core.wrap(core.C.td_conv_transpose2d(x.p, w.p, params, g))
-    if b ~= nil then y = y + b:view(1, Cout, 1, 1) end
-    return y
+    return core.wrap(core.C.td_conv_transpose2d(x.p, w.p, b and b.p, params, g))
   end
   -- columns of each group: W_g^T (Og*kh*kw, Cin/g) @ x_g (Cin/g, H*W); fold sums them into the plane
   local Cg, K = Cin / g, Og * kh * kw
