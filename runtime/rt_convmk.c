@@ -75,6 +75,7 @@ static inline void gather_row(float *restrict d, const float *restrict s, int64_
 {
   int64_t t = 0;
   if (st == 1 && sw == 1) { memcpy(d, s, (size_t)n * 4); return; }
+  if (st == 0) { for (; t < n; t++) d[t] = s[0]; return; }     /* an expanded x (a sum's gradient) */
   if (st == 1 && sw == 2)
     for (; t + VL < n; t += VL) *(V *)(d + t) = __builtin_shuffle(*(const V *)(s + 2 * t), *(const V *)(s + 2 * t + VL), EVEN);
   for (; t < n; t++) d[t] = s[t * sw * st];
@@ -85,6 +86,7 @@ static double row_sum(const float *r, int64_t n, int64_t st)
 {
   double s = 0;
   int64_t i = 0;
+  if (st == 0) return (double)n * r[0];     /* exact: n copies of a float fit in a double's mantissa */
   if (st == 1) {
     V a = { 0 };
     for (; i + VL <= n; i += VL) a += *(const V *)(r + i);
@@ -353,24 +355,33 @@ static void wgt_range(void *ctx, int64_t b, int64_t e)
 }
 
 /* dW[g Og + o][k] and db: the blocks' partials summed in block order */
+/* items: the partials' rows (g, k), summed along o (vectors) in double, then the
+** db item (G K) */
 static void wsum_range(void *ctx, int64_t b, int64_t e)
 {
   const Mk *m = ctx;
   const RtConvJob *j = m->j;
-  int64_t G = j->g.G, Og = m->Og, K = m->K, OK = j->g.O * K;
+  int64_t G = j->g.G, Og = m->Og, K = m->K;
   size_t boff = (((size_t)(G * K * Og) * 4 + 7) & ~(size_t)7);
-  for (int64_t i = b; i < e; i++) {
-    double acc = 0;
-    if (i < OK) {
-      if (!j->dw) continue;
-      int64_t o = i / K, k = i % K, gi = o / Og, idx = (gi * K + k) * Og + o % Og;
-      for (int64_t blk = 0; blk < m->nblk; blk++) acc += ((const float *)((const char *)m->part + blk * m->pstride))[idx];
-      ((float *)j->dw)[i] = (float)acc;
-    } else {
-      if (!j->db) continue;
-      for (int64_t blk = 0; blk < m->nblk; blk++)
-        acc += ((const double *)((const char *)m->part + blk * m->pstride + boff))[i - OK];
-      ((float *)j->db)[i - OK] = (float)acc;
+  for (int64_t r = b; r < e; r++) {
+    if (r == G * K) {
+      for (int64_t o = 0; j->db && o < j->g.O; o++) {
+        double acc = 0;
+        for (int64_t blk = 0; blk < m->nblk; blk++) acc += ((const double *)((const char *)m->part + blk * m->pstride + boff))[o];
+        ((float *)j->db)[o] = (float)acc;
+      }
+      continue;
+    }
+    if (!j->dw) continue;
+    int64_t gi = r / K, k = r % K;
+    for (int64_t o0 = 0; o0 < Og; o0 += 64) {
+      int64_t n = Og - o0 < 64 ? Og - o0 : 64;
+      double acc[64] = { 0 };
+      for (int64_t blk = 0; blk < m->nblk; blk++) {
+        const float *s = (const float *)((const char *)m->part + blk * m->pstride) + r * Og + o0;
+        for (int64_t o = 0; o < n; o++) acc[o] += s[o];
+      }
+      for (int64_t o = 0; o < n; o++) ((float *)j->dw)[(gi * Og + o0 + o) * K + k] = (float)acc[o];
     }
   }
 }
@@ -394,7 +405,7 @@ static int mk_wgt_run(Mk *m)
   if (m->nblk == 0) {
     if (j->dw) memset(j->dw, 0, (size_t)(g->O * m->K) * 4);
     if (j->db) memset(j->db, 0, (size_t)g->O * 4);
-  } else rt_parallel_for(g->O * m->K + g->O, 4096, wsum_range, m);
+  } else rt_parallel_for(g->G * m->K + 1, 1 + 4096 / (m->Og + 1), wsum_range, m);
   return 0;
 }
 
