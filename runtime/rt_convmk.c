@@ -26,7 +26,11 @@
 **            tile, the tap rows read in place (one pointer per tile row, the
 **            valid columns only), dY packed transposed by panels of channels.
 **   dX       phase by phase of dX, each a stride-1 correlation of the padded
-**            dY with that phase's taps: the forward's tile again (below).
+**            dY with that phase's taps: the forward's tile again (below),
+**            plus b (conv_transpose2d's bias) as it stores.
+**   CONVT_BWD (conv_transpose2d's backward): the forward and dW from one
+**            padded copy of x (its dY, read through its strides), whose
+**            padding pass also sums each plane (sx, its db).
 ** Sums run in float in k order (forward, dX) or position order (dW, per block
 ** of images, the blocks' partials summed in block order), so results do not
 ** depend on the thread count.
@@ -451,7 +455,11 @@ static int mk_convt_bwd(const RtConvJob *j)
 ** 3-D: phases (ad, a, b), dYp slices Rz x Rd x Wd (dY at depth Qd), columns
 ** l' = (iz Rd + i) Wd + j with the rows i >= ni of each slice dropped.
 ** Stride 1 is the flipped convolution. Every dX element lies in one phase,
-** so nothing is zeroed first. */
+** so nothing is zeroed first. With sw == 2 an item computes both column
+** phases of a row phase (same column space, same dYp rows: their taps' qj
+** agree) and interleaves the two tiles by shuffles into one contiguous span
+** of a dX row (else each output is a strided scalar store). A phase's
+** columns start at its first valid row. */
 
 #define MAXPH 64
 

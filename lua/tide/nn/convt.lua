@@ -6,9 +6,10 @@ weight layouts (a PyTorch state_dict loads as is).
 
 conv_transpose2d is the input gradient of conv2d. On the CPU outside traces
 (F.fused) it is td_conv_transpose2d (jit/jit_conv.c): conv2d's backward-data
-kernel forward, and backward conv2d's forward kernel for dx and its
-weight-gradient kernel for dw (runtime/rt_convgemm.c; no unfolded matrix in
-memory). Elsewhere (tide.compile, OpenCL, F.fused = false) the composite: with
+kernel forward with the bias added as it stores, and backward conv2d's forward
+kernel for dx and its weight-gradient kernel for dw over one padded copy of the
+gradient, whose pass also sums db (runtime/rt_convmk.c, rt_convgemm.c; no
+unfolded matrix in memory). Elsewhere (tide.compile, OpenCL, F.fused = false) the composite: with
 x (N, Cin, H, W) and weight (Cin, Cout/g, kh, kw), per group the columns
 W_g^T x_g (Cout/g*kh*kw, H*W) summed back into the output plane by fold
 (col2im), whose gradient the table ops' rules give (unfold of dY and a matmul
