@@ -170,7 +170,7 @@ describe("fused conv_transpose2d: bias and backward", function()
     for v in c:gmatch("%S+") do vc[#vc + 1] = tonumber(v) end
     assert.equal(#va, #vc)
     assert.is_true(#va > 10000)
-    if tide.config().eager_isa == "x86-64-v4" then
+    if tide.config().eager_isa == "x86-64-v4" and not os.getenv("TIDE_CONV_BLAS") then
       assert.is_true(a ~= c, "both runs printed the same digits: TIDE_CONV_BLAS chose no other path")
     end
     for i = 1, #va do
