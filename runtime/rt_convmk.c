@@ -134,21 +134,22 @@ static void pad_range(void *ctx, int64_t b, int64_t e)
     const float *s = (const float *)m->j->x + p / g->C * sN + p % g->C * sC;
     for (int64_t ad = 0; ad < m->d.sd; ad++)
     for (int64_t a = 0; a < g->sh; a++)
-      for (int64_t bb = 0; bb < g->sw; bb++)
+      for (int64_t bb = 0; bb < g->sw; bb++) {
+        /* columns t with 0 <= t sw + bb - pw < W: [t0, t1) (per phase: no division a row) */
+        int64_t o = bb - g->pw, t0 = o >= 0 ? 0 : (-o + g->sw - 1) / g->sw, t1 = (W - o + g->sw - 1) / g->sw;
+        if (t1 > Wq) t1 = Wq;
+        if (t1 < t0) t1 = t0;
         for (int64_t dq = 0; dq < Dq; dq++)
         for (int64_t i = 0; i < Hq; i++) {
           float *d = m->xp + p * m->CS + (((ad * g->sh + a) * g->sw + bb) * Dq + dq) * Hq * Wq + i * Wq;
           int64_t id = dq * m->d.sd + ad - m->d.pd, ih = i * g->sh + a - g->ph;
           if (id < 0 || id >= D || ih < 0 || ih >= H) { memset(d, 0, (size_t)Wq * 4); continue; }
           const float *sr = s + id * sD + ih * sH;
-          /* columns t with 0 <= t sw + bb - pw < W: [t0, t1) */
-          int64_t o = bb - g->pw, t0 = o >= 0 ? 0 : (-o + g->sw - 1) / g->sw, t1 = (W - o + g->sw - 1) / g->sw;
-          if (t1 > Wq) t1 = Wq;
-          if (t1 < t0) t1 = t0;
           memset(d, 0, (size_t)t0 * 4);
           gather_row(d + t0, sr + (t0 * g->sw + o) * sW, t1 - t0, g->sw, sW);
           memset(d + t1, 0, (size_t)(Wq - t1) * 4);
         }
+      }
     if (m->psum) plane_sum(m, p);             /* CONVT_BWD's sx, read while in cache */
   }
 }
