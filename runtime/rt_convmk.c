@@ -298,6 +298,24 @@ DEF_WGT(8, 1)
 #define WMR_MAX 12
 #define WNR_MAX (4 * VL)
 
+/* a 16 x 16 block (row i = a[i]) transposed: off-diagonal s x s blocks swapped, s = 8, 4, 2, 1 */
+static inline void transpose16(V a[VL])
+{
+  static const VI lo[4] = {
+    { 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23 }, { 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27 },
+    { 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29 }, { 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30 } };
+  static const VI hi[4] = {
+    { 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31 }, { 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31 },
+    { 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31 }, { 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31 } };
+  for (int t = 0, sz = 8; t < 4; t++, sz /= 2)
+    for (int i = 0; i < VL; i++) {
+      if (i & sz) continue;
+      V x = a[i], y = a[i + sz];
+      a[i] = __builtin_shuffle(x, y, lo[t]);
+      a[i + sz] = __builtin_shuffle(x, y, hi[t]);
+    }
+}
+
 /* one block of images: its partial dW ([g][k][o]) and db */
 static void wgt_range(void *ctx, int64_t b, int64_t e)
 {
@@ -330,13 +348,21 @@ static void wgt_range(void *ctx, int64_t b, int64_t e)
         for (int64_t od = 0; od < m->d.OD; od++)   /* a tile's rows lie in one depth slice */
         for (int64_t oh0 = 0; oh0 < g->OH; oh0 += m->rows) {
           int64_t nseg = g->OH - oh0 < m->rows ? g->OH - oh0 : m->rows, len = nseg * g->OW;
-          /* bp[panel][l][nr] = dY[o][l] (zeros past Og) */
+          /* bp[panel][l][nr] = dY[o][l] (zeros past Og): 16 x 16 blocks transposed in registers */
           for (int64_t p = 0; p < npan; p++)
-            for (int64_t v = 0; v < nr; v++) {
-              int64_t o = p * nr + v;
-              float *d = bp + p * len * nr + v;
-              if (o < Og) { const float *s = dyg + o * L + (od * g->OH + oh0) * g->OW; for (int64_t l = 0; l < len; l++) d[l * nr] = s[l]; }
-              else for (int64_t l = 0; l < len; l++) d[l * nr] = 0;
+            for (int64_t v0 = 0; v0 < nr; v0 += VL) {
+              int64_t o0 = p * nr + v0, l = 0;
+              float *d = bp + p * len * nr + v0;
+              const float *s = dyg + o0 * L + (od * g->OH + oh0) * g->OW;
+              if (o0 + VL <= Og)
+                for (; l + VL <= len; l += VL) {
+                  V a[VL];
+                  for (int i = 0; i < VL; i++) a[i] = *(const V *)(s + i * L + l);
+                  transpose16(a);
+                  for (int i = 0; i < VL; i++) *(V *)(d + (l + i) * nr) = a[i];
+                }
+              for (; l < len; l++)
+                for (int64_t v = 0; v < VL; v++) d[l * nr + v] = o0 + v < Og ? s[v * L + l] : 0.0f;
             }
           for (int64_t k0 = 0; k0 < K; k0 += R) {
             const float *arow[WMR_MAX];
