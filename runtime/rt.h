@@ -282,6 +282,17 @@ typedef struct RtMmTile {
 } RtMmTile;
 int rt_mm_tile(const RtMmTile *j);   /* 0, an error code, or 1: not applicable (OpenBLAS runs it) */
 void rt_mm_tile_clear(void);   /* frees the packed-B cache (td_empty_cache, exit) */
+/* float32 batched C = A @ B on the 64-column AVX-512 tile (rt_bmmtile.c): g's nbatch products
+** into the contiguous c; a, b at the operands' offsets (batch bi adds rt_mm_batch_off's offsets);
+** A's (i,k) at a[i ars + k acs], B's (k,j) at b[k brs + j bcs]. */
+typedef struct RtMmGeom RtMmGeom;
+typedef struct RtBmmTile {
+  const RtMmGeom *g;
+  const float *a, *b;
+  float *c;
+  int64_t ars, acs, brs, bcs;
+} RtBmmTile;
+int rt_bmm_tile(const RtBmmTile *j);   /* 0, an error code, or 1: not applicable (OpenBLAS runs it) */
 void rt_blas_single(void);     /* OpenBLAS single-threaded inside the pool's threads (rt_blas.c) */
 /* The eager kernel of op for tensors on `device`. */
 RtKernFn rt_kern_of(int op, int device);

@@ -263,6 +263,16 @@ static int mm_tile(const MmCpu *m, const td_tensor *b, const td_tensor *b0, cons
   return rt_mm_tile(&t);
 }
 
+/* The float32 products rt_mmtile.c does not take, on the 64-column tile
+** (rt_bmmtile.c: mid-size products, batched or not; 1 where OpenBLAS runs). */
+static int mm_bmm_tile(const MmCpu *m, const RtMmLayout *l)
+{
+  RtBmmTile t = { .g = &m->g, .a = (const float *)m->a, .b = (const float *)m->b, .c = (float *)m->c };
+  if (l->ta == RT_MM_NOTRANS) { t.ars = l->lda; t.acs = 1; } else { t.ars = 1; t.acs = l->lda; }
+  if (l->tb == RT_MM_NOTRANS) { t.brs = l->ldb; t.bcs = 1; } else { t.brs = 1; t.bcs = l->ldb; }
+  return rt_bmm_tile(&t);
+}
+
 /* -- Integer path --------------------------------------------------------------------------- */
 
 /* C[r, j] = sum_k A[i, k] B[k, j] accumulated in int64, over result rows r = (batch, i). */
@@ -307,6 +317,7 @@ int rt_kern_matmul(RtCall *c, td_tensor *out)
     if ((rc = rt_mm_layouts(&m.g, &a, &b, out, INT_MAX, &l))) goto done;
     m.a = rt_ptr(a); m.b = rt_ptr(b);           /* a copied operand's data */
     if (dt == TD_FLOAT32 && (rc = mm_tile(&m, b, c->in[1], &l)) <= 0) goto done;
+    if (dt == TD_FLOAT32 && (rc = mm_bmm_tile(&m, &l)) <= 0) goto done;
     rc = 0;
     mm_blas(&m, l.ta, l.lda, l.tb, l.ldb, dt);
   } else {

@@ -39,6 +39,7 @@
   _(int, rt_kern_fold, (RtCall *c, td_tensor *out), (c, out)) \
   _(int, rt_conv_run, (RtConvJob *j), (j)) \
   _(int, rt_mm_tile, (const RtMmTile *j), (j)) \
+  _(int, rt_bmm_tile, (const RtBmmTile *j), (j)) \
   _(int, rt_adam_step, (td_tensor *p, td_tensor *g, td_tensor *m, td_tensor *v, td_tensor *vmax, \
                         const double *hp, int flags), (p, g, m, v, vmax, hp, flags))
 

@@ -135,6 +135,7 @@ TD_API const char *td_eager_isa(void);
 /* float32 products run on tide's register tile (a short A, x86-64-v4) and the
 ** packs of a transposed B it made for its cache, since the process started */
 TD_API void td_mm_tile_stats(int64_t *products, int64_t *packs);
+TD_API int64_t td_bmm_tile_calls(void);   /* float32 matmul calls run on the batched 64-column tile */
 TD_API void td_manual_seed(uint64_t seed);
 TD_API void td_rng_get_state(uint64_t *seed, uint64_t *offset);
 TD_API void td_rng_set_state(uint64_t seed, uint64_t offset);

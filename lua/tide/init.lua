@@ -405,13 +405,14 @@ function tide.config()
            jit_isa = ffi.string(C.td_jit_isa()), eager_isa = ffi.string(C.td_eager_isa()) }
 end
 -- matmul_stats(): float32 products run on tide's register tile (a short A,
--- x86-64-v4) and the transposed-B packs its cache made (README: Eager speed)
+-- x86-64-v4), the transposed-B packs its cache made, and the calls run on the
+-- batched 64-column tile (README: Eager speed)
 --- tide.matmul_stats() -> table
---- {tile = products run on tide's small-M register tile, packs = transposed B operands packed for its cache}.
+--- {tile = products run on tide's small-M register tile, packs = transposed B operands packed for its cache, bmm = calls run on the batched 64-column tile}.
 function tide.matmul_stats()
   local v = ffi.new("int64_t[2]")
   C.td_mm_tile_stats(v, v + 1)
-  return { tile = tonumber(v[0]), packs = tonumber(v[1]) }
+  return { tile = tonumber(v[0]), packs = tonumber(v[1]), bmm = tonumber(C.td_bmm_tile_calls()) }
 end
 function tide.live_bytes() return tonumber(C.td_live_bytes()) end
 -- memory_stats(): storage bytes per device, as torch.cuda.memory_stats in short:

@@ -1,0 +1,205 @@
+/*
+** rt_bmmtile.c -- float32 batched matmul of mid-size products on a 64-column
+** AVX-512 register tile (the x86-64-v4 variant; other ISAs answer "not
+** applicable" and OpenBLAS runs the products). Runtime stage, called by
+** rt_blas.c for what rt_mmtile.c (short A) does not take.
+**
+** Why: attention-shaped contractions (einsum "bhqd,bhkd->bhqk", (256 x 64) @
+** (64 x 256), and "bhqk,bhkd->bhqd", (256 x 256) @ (256 x 64), 64 of them)
+** went to OpenBLAS one product at a time, which zeroes C before it writes it
+** (beta = 0) and packs both operands per call; rt_tile.h's 48-wide panels
+** fill N = 64 badly. Here:
+**   C (M,N) = A (M,K) @ B (K,N), per batch entry and 64-column panel of C:
+**   B's panel rows k0..k0+kc packed [k][64] (any layout: rows, transposed,
+**   strided; zeros past N), A read in place (any strides: each step
+**   broadcasts A(i, k) for 6 rows i), a tile of 6 rows x 64 columns
+**   (24 zmm accumulators) runs its kc steps, its rows written to C.
+** K is cut into chunks of at most KC_MAX steps so a packed panel stays in L1;
+** a later chunk starts from the C the earlier ones wrote, so every output
+** still sums its K products in k order, in one chain of FMAs: the result
+** does not depend on the cut, the thread count or the split of the work
+** (items: batch entries x panels, on the pool).
+*/
+#include "rt.h"
+#include "rt_isa.h"
+#include <stdlib.h>
+#include <string.h>
+
+#if RT_ISA_SHARED
+static int64_t n_bmm;                         /* batched calls run here */
+void rt_bmm_tile_count(void) { __atomic_add_fetch(&n_bmm, 1, __ATOMIC_RELAXED); }
+TD_API int64_t td_bmm_tile_calls(void) { return __atomic_load_n(&n_bmm, __ATOMIC_RELAXED); }
+#else
+void rt_bmm_tile_count(void);
+#endif
+
+#if defined(RT_ISA_V4)
+
+#include <immintrin.h>
+
+#define PV 4                                  /* panel width in vectors */
+#define PW (PV * 16)                          /* panel width: 64 columns */
+#define RM 6                                  /* tile rows: 6 x 4 = 24 accumulators */
+#define PFD 32                                /* A prefetch distance, in k steps */
+#define KC_MAX 128                            /* K steps per packed chunk: 128 x 64 floats = 32 KiB */
+
+/* C rows r < R, vectors v < NV of a tile: C (or, load, C plus) sum_k A(r, k) Bp[k][v] */
+static inline __attribute__((always_inline)) void bt_tile(const int R, const int NV, int64_t kc, const float *a,
+                                                          int64_t ars, int64_t acs, const float *bp, int64_t pw,
+                                                          float *c, int64_t ldc, int load, __mmask16 last)
+{
+  __m512 acc[RM][PV];
+  const float *ar[RM];
+  for (int r = 0; r < R; r++) ar[r] = a + r * ars;
+  for (int r = 0; r < R; r++)
+    for (int v = 0; v < NV; v++)
+      acc[r][v] = !load ? _mm512_setzero_ps()
+                : v < NV - 1 ? _mm512_loadu_ps(c + r * ldc + v * 16) : _mm512_maskz_loadu_ps(last, c + r * ldc + v * 16);
+  for (int64_t k = 0; k < kc; k++) {
+    if (!(k & 15))                            /* A's rows stream in: fetch the line after next */
+      for (int r = 0; r < R; r++) _mm_prefetch((const char *)(ar[r] + (k + PFD) * acs), _MM_HINT_T0);
+    __m512 bv[PV];
+    for (int v = 0; v < NV; v++) bv[v] = _mm512_load_ps(bp + k * pw + v * 16);
+    for (int r = 0; r < R; r++) {
+      __m512 x = _mm512_set1_ps(ar[r][k * acs]);
+      for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int v = 0; v < NV; v++) {
+      if (v < NV - 1) _mm512_storeu_ps(c + r * ldc + v * 16, acc[r][v]);
+      else _mm512_mask_storeu_ps(c + r * ldc + v * 16, last, acc[r][v]);
+    }
+}
+
+typedef void (*TileFn)(int64_t kc, const float *a, int64_t ars, int64_t acs, const float *bp, int64_t pw, float *c,
+                       int64_t ldc, int load, __mmask16 last);
+#define BT_FN(R, NV) \
+  static void bt_##R##_##NV(int64_t kc, const float *a, int64_t ars, int64_t acs, const float *bp, int64_t pw, \
+                            float *c, int64_t ldc, int load, __mmask16 last) \
+  { bt_tile(R, NV, kc, a, ars, acs, bp, pw, c, ldc, load, last); }
+#define BT_ROW(R) BT_FN(R, 1) BT_FN(R, 2) BT_FN(R, 3) BT_FN(R, 4)
+BT_ROW(1) BT_ROW(2) BT_ROW(3) BT_ROW(4) BT_ROW(5) BT_ROW(6)
+#define BT_ENT(R) { bt_##R##_1, bt_##R##_2, bt_##R##_3, bt_##R##_4 }
+static const TileFn bt_fns[RM][PV] = { BT_ENT(1), BT_ENT(2), BT_ENT(3), BT_ENT(4), BT_ENT(5), BT_ENT(6) };
+_Static_assert(RM == 6 && PV == 4, "bt_fns lists RM x PV tiles");
+
+typedef struct {
+  const RtBmmTile *j;
+  int64_t np, nk, kc;                         /* panels of C, K chunks and their length */
+} Bmm;
+
+/* 16 x 16 transpose: out[i] = column i of the rows in[0..15] */
+static inline __attribute__((always_inline)) void bt_t16(__m512 r[16])
+{
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int i = 0; i < 8; i++) {
+    int lo = (i / 4) * 8 + i % 4;
+    t[lo] = _mm512_shuffle_f32x4(r[lo], r[lo + 4], 0x88);
+    t[lo + 4] = _mm512_shuffle_f32x4(r[lo], r[lo + 4], 0xdd);
+  }
+  for (int i = 0; i < 4; i++) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+  }
+}
+
+/* dst [k][pw] = B (k0 + k, c0 + c) for k < kc, c < nc; zeros for nc <= c < pw */
+static void bt_pack(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t kc, int64_t c0, int64_t nc,
+                    int64_t pw, float *dst)
+{
+  if (bcs == 1) {
+    for (int64_t k = 0; k < kc; k++) {
+      memcpy(dst + k * pw, B + (k0 + k) * brs + c0, (size_t)nc * 4);
+      if (nc < pw) memset(dst + k * pw + nc, 0, (size_t)(pw - nc) * 4);
+    }
+    return;
+  }
+  if (brs == 1) {                             /* B stored N x K: 16 x 16 blocks transposed */
+    for (int64_t cb = 0; cb < pw; cb += 16)
+      for (int64_t kb = 0; kb < kc; kb += 16) {
+        int64_t nk = kc - kb < 16 ? kc - kb : 16;
+        __mmask16 km = (__mmask16)((1u << nk) - 1);
+        __m512 r[16];
+        for (int i = 0; i < 16; i++)
+          r[i] = cb + i < nc ? _mm512_maskz_loadu_ps(km, B + (c0 + cb + i) * bcs + k0 + kb) : _mm512_setzero_ps();
+        bt_t16(r);
+        for (int i = 0; i < nk; i++) _mm512_store_ps(dst + (kb + i) * pw + cb, r[i]);
+      }
+    return;
+  }
+  for (int64_t c = 0; c < nc; c++) {          /* strided: column by column */
+    const float *s = B + (c0 + c) * bcs + k0 * brs;
+    for (int64_t k = 0; k < kc; k++) dst[k * pw + c] = s[k * brs];
+  }
+  if (nc < pw)
+    for (int64_t k = 0; k < kc; k++) memset(dst + k * pw + nc, 0, (size_t)(pw - nc) * 4);
+}
+
+static void bt_range(void *ctx, int64_t b, int64_t e)
+{
+  const Bmm *m = ctx;
+  const RtBmmTile *j = m->j;
+  const RtMmGeom *g = j->g;
+  int64_t M = g->M, N = g->N, K = g->K;
+  float buf[KC_MAX * PW] __attribute__((aligned(64)));
+  for (int64_t it = b; it < e; it++) {
+    int64_t bi = it / m->np, p = it % m->np, oa, ob;
+    rt_mm_batch_off(g, bi, &oa, &ob);
+    const float *A = j->a + oa, *B = j->b + ob;
+    float *C = j->c + bi * M * N;
+    int64_t c0 = p * PW, nc = N - c0 < PW ? N - c0 : PW;
+    int nv = (int)((nc + 15) / 16);
+    int64_t pw = nv * 16;
+    __mmask16 last = (__mmask16)((1u << (nc - (nv - 1) * 16)) - 1);
+    for (int64_t kb = 0; kb < m->nk; kb++) {
+      int64_t k0 = kb * m->kc, kc = K - k0 < m->kc ? K - k0 : m->kc;
+      bt_pack(B, j->brs, j->bcs, k0, kc, c0, nc, pw, buf);
+      for (int64_t r0 = 0; r0 < M; r0 += RM) {
+        int R = M - r0 < RM ? (int)(M - r0) : RM;
+        bt_fns[R - 1][nv - 1](kc, A + r0 * j->ars + k0 * j->acs, j->ars, j->acs, buf, pw, C + r0 * N + c0, N, kb > 0,
+                              last);
+      }
+    }
+  }
+}
+
+/* The products it takes (measured against OpenBLAS's SkylakeX kernels on this
+** machine; bench/RESULTS.md, session 22): see bmm_takes. */
+static int bmm_takes(const RtMmGeom *g)
+{
+  static int force = -1;
+  if (force < 0) { const char *s = getenv("TIDE_BMM_TILE"); force = s && *s && *s != '0'; }
+  if (force) return 1;
+  return g->M >= 16 && g->N >= 32 && g->K >= 16 && g->K <= 1024;
+}
+
+int RT_ISA_FN(rt_bmm_tile)(const RtBmmTile *j)
+{
+  static int off = -1;                        /* TIDE_MM_BLAS=1: every product on OpenBLAS */
+  if (off < 0) { const char *s = getenv("TIDE_MM_BLAS"); off = s && *s && *s != '0'; }
+  const RtMmGeom *g = j->g;
+  if (off || g->M < 1 || g->N < 1 || g->K < 1 || !bmm_takes(g)) return 1;
+  Bmm m = { .j = j, .np = (g->N + PW - 1) / PW, .nk = (g->K + KC_MAX - 1) / KC_MAX };
+  m.kc = (g->K + m.nk - 1) / m.nk;
+  int64_t items = g->nbatch * m.np, fma = g->M * PW * g->K;
+  rt_parallel_for(items, 1 + ((int64_t)1 << 18) / (fma > 0 ? fma : 1), bt_range, &m);
+  rt_bmm_tile_count();
+  return 0;
+}
+
+#else
+int RT_ISA_FN(rt_bmm_tile)(const RtBmmTile *j) { (void)j; return 1; }
+#endif
