@@ -264,13 +264,20 @@ static int mm_tile(const MmCpu *m, const td_tensor *b, const td_tensor *b0, cons
 }
 
 /* The float32 products rt_mmtile.c does not take, on the 64-column tile
-** (rt_bmmtile.c: mid-size products, batched or not; 1 where OpenBLAS runs). */
-static int mm_bmm_tile(const MmCpu *m, const RtMmLayout *l)
+** (rt_bmmtile.c: mid-size products, batched or not; 1 where OpenBLAS runs). It
+** reads any strides, so an operand BLAS cannot take (a broadcast gradient:
+** sum()'s ones expanded) goes to it before rt_mm_layouts would copy it. */
+static int mm_bmm_tile(const MmCpu *m, int64_t ars, int64_t acs, int64_t brs, int64_t bcs)
 {
-  RtBmmTile t = { .g = &m->g, .a = (const float *)m->a, .b = (const float *)m->b, .c = (float *)m->c };
-  if (l->ta == RT_MM_NOTRANS) { t.ars = l->lda; t.acs = 1; } else { t.ars = 1; t.acs = l->lda; }
-  if (l->tb == RT_MM_NOTRANS) { t.brs = l->ldb; t.bcs = 1; } else { t.brs = 1; t.bcs = l->ldb; }
+  RtBmmTile t = { .g = &m->g, .a = (const float *)m->a, .b = (const float *)m->b, .c = (float *)m->c,
+                  .ars = ars, .acs = acs, .brs = brs, .bcs = bcs };
   return rt_bmm_tile(&t);
+}
+
+static int mm_bmm_tile_l(const MmCpu *m, const RtMmLayout *l)
+{
+  int an = l->ta == RT_MM_NOTRANS, bn = l->tb == RT_MM_NOTRANS;
+  return mm_bmm_tile(m, an ? l->lda : 1, an ? 1 : l->lda, bn ? l->ldb : 1, bn ? 1 : l->ldb);
 }
 
 /* -- Integer path --------------------------------------------------------------------------- */
@@ -314,10 +321,14 @@ int rt_kern_matmul(RtCall *c, td_tensor *out)
       goto done;
     }
     RtMmLayout l;
+    int64_t ld;
+    if (dt == TD_FLOAT32 && (mm_layout(&g->a, INT_MAX, &ld) < 0 || mm_layout(&g->b, INT_MAX, &ld) < 0) &&
+        (rc = mm_bmm_tile(&m, g->a.rs, g->a.cs, g->b.rs, g->b.cs)) <= 0)
+      goto done;
     if ((rc = rt_mm_layouts(&m.g, &a, &b, out, INT_MAX, &l))) goto done;
     m.a = rt_ptr(a); m.b = rt_ptr(b);           /* a copied operand's data */
     if (dt == TD_FLOAT32 && (rc = mm_tile(&m, b, c->in[1], &l)) <= 0) goto done;
-    if (dt == TD_FLOAT32 && (rc = mm_bmm_tile(&m, &l)) <= 0) goto done;
+    if (dt == TD_FLOAT32 && (rc = mm_bmm_tile_l(&m, &l)) <= 0) goto done;
     rc = 0;
     mm_blas(&m, l.ta, l.lda, l.tb, l.ldb, dt);
   } else {

@@ -43,28 +43,37 @@ void rt_bmm_tile_count(void);
 #define PFD 32                                /* A prefetch distance, in k steps */
 #define KC_MAX 128                            /* K steps per packed chunk: 128 x 64 floats = 32 KiB */
 
-/* C rows r < R, vectors v < NV of a tile: C (or, load, C plus) sum_k A(r, k) Bp[k][v] */
+/* C rows r < R, vectors v < NV of a tile: C (or, load, C plus) sum_k A(r, k) Bp[k][v], A(r, k)
+** at a[r ars + k acs] (any strides: rows, transposed, broadcast), Bp's rows NV vectors long. */
 static inline __attribute__((always_inline)) void bt_tile(const int R, const int NV, int64_t kc, const float *a,
-                                                          int64_t ars, int64_t acs, const float *bp, int64_t pw,
-                                                          float *c, int64_t ldc, int load, __mmask16 last)
+                                                          int64_t ars, int64_t acs, const float *bp, float *c,
+                                                          int64_t ldc, int load, __mmask16 last)
 {
+  const int64_t pw = NV * 16;
   __m512 acc[RM][PV];
-  const float *ar[RM];
-  for (int r = 0; r < R; r++) ar[r] = a + r * ars;
+  if (!load)                                  /* C's lines on their way while the tile runs (BLIS does so) */
+    for (int r = 0; r < R; r++)
+      for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(c + r * ldc + v * 16), _MM_HINT_T0);
   for (int r = 0; r < R; r++)
     for (int v = 0; v < NV; v++)
       acc[r][v] = !load ? _mm512_setzero_ps()
                 : v < NV - 1 ? _mm512_loadu_ps(c + r * ldc + v * 16) : _mm512_maskz_loadu_ps(last, c + r * ldc + v * 16);
-  for (int64_t k = 0; k < kc; k++) {
-    if (!(k & 15))                            /* A's rows stream in: fetch the line after next */
-      for (int r = 0; r < R; r++) _mm_prefetch((const char *)(ar[r] + (k + PFD) * acs), _MM_HINT_T0);
-    __m512 bv[PV];
-    for (int v = 0; v < NV; v++) bv[v] = _mm512_load_ps(bp + k * pw + v * 16);
-    for (int r = 0; r < R; r++) {
-      __m512 x = _mm512_set1_ps(ar[r][k * acs]);
-      for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]);
-    }
+#define BT_STEP(k) do { \
+    __m512 bv[PV]; \
+    for (int v = 0; v < NV; v++) bv[v] = _mm512_load_ps(bp + (k) * pw + v * 16); \
+    for (int r = 0; r < R; r++) { \
+      __m512 x = _mm512_set1_ps(a[r * ars + (k) * acs]); \
+      for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]); \
+    } } while (0)
+  int64_t k = 0;
+  for (; k + 16 <= kc; k += 16) {
+    /* A streams in: fetch PFD steps ahead (A's rows: a line a row per 16 steps; A transposed: a line a step) */
+    if (acs == 1) for (int r = 0; r < R; r++) _mm_prefetch((const char *)(a + r * ars + k + PFD), _MM_HINT_T0);
+    else if (ars == 1) for (int i = 0; i < 16; i++) _mm_prefetch((const char *)(a + (k + PFD + i) * acs), _MM_HINT_T0);
+    for (int64_t kk = k; kk < k + 16; kk++) BT_STEP(kk);
   }
+  for (; k < kc; k++) BT_STEP(k);
+#undef BT_STEP
   for (int r = 0; r < R; r++)
     for (int v = 0; v < NV; v++) {
       if (v < NV - 1) _mm512_storeu_ps(c + r * ldc + v * 16, acc[r][v]);
@@ -72,12 +81,12 @@ static inline __attribute__((always_inline)) void bt_tile(const int R, const int
     }
 }
 
-typedef void (*TileFn)(int64_t kc, const float *a, int64_t ars, int64_t acs, const float *bp, int64_t pw, float *c,
-                       int64_t ldc, int load, __mmask16 last);
+typedef void (*TileFn)(int64_t kc, const float *a, int64_t ars, int64_t acs, const float *bp, float *c, int64_t ldc,
+                       int load, __mmask16 last);
 #define BT_FN(R, NV) \
-  static void bt_##R##_##NV(int64_t kc, const float *a, int64_t ars, int64_t acs, const float *bp, int64_t pw, \
-                            float *c, int64_t ldc, int load, __mmask16 last) \
-  { bt_tile(R, NV, kc, a, ars, acs, bp, pw, c, ldc, load, last); }
+  static void bt_##R##_##NV(int64_t kc, const float *a, int64_t ars, int64_t acs, const float *bp, float *c, \
+                            int64_t ldc, int load, __mmask16 last) \
+  { bt_tile(R, NV, kc, a, ars, acs, bp, c, ldc, load, last); }
 #define BT_ROW(R) BT_FN(R, 1) BT_FN(R, 2) BT_FN(R, 3) BT_FN(R, 4)
 BT_ROW(1) BT_ROW(2) BT_ROW(3) BT_ROW(4) BT_ROW(5) BT_ROW(6)
 #define BT_ENT(R) { bt_##R##_1, bt_##R##_2, bt_##R##_3, bt_##R##_4 }
@@ -169,8 +178,7 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
       bt_pack(B, j->brs, j->bcs, k0, kc, c0, nc, pw, buf);
       for (int64_t r0 = 0; r0 < M; r0 += RM) {
         int R = M - r0 < RM ? (int)(M - r0) : RM;
-        bt_fns[R - 1][nv - 1](kc, A + r0 * j->ars + k0 * j->acs, j->ars, j->acs, buf, pw, C + r0 * N + c0, N, kb > 0,
-                              last);
+        bt_fns[R - 1][nv - 1](kc, A + r0 * j->ars + k0 * j->acs, j->ars, j->acs, buf, C + r0 * N + c0, N, kb > 0, last);
       }
     }
   }

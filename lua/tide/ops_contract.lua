@@ -105,10 +105,12 @@ local function contract(a, la, b, lb, keep, size)
     else aonly[#aonly + 1] = l end
   end
   for _, l in ipairs(lb) do if not index_of(la, l) then bonly[#bonly + 1] = l end end
+  -- x's dims in `order` (no op when they are already: an identity permute
+  -- would be one more view for the gradient to flow back through)
   local function perm(x, labels, order)
-    local p = {}
-    for i, l in ipairs(order) do p[i] = index_of(labels, l) end
-    if #p == 0 then return x end
+    local p, same = {}, true
+    for i, l in ipairs(order) do p[i] = index_of(labels, l); same = same and p[i] == i end
+    if same then return x end
     return x:permute(p)
   end
   local function prod(list) local n = 1 for _, l in ipairs(list) do n = n * size[l] end return n end
