@@ -60,7 +60,7 @@ static inline __attribute__((always_inline)) void bt_tile(const int R, const int
                 : v < NV - 1 ? _mm512_loadu_ps(c + r * ldc + v * 16) : _mm512_maskz_loadu_ps(last, c + r * ldc + v * 16);
 #define BT_STEP(k) do { \
     __m512 bv[PV]; \
-    for (int v = 0; v < NV; v++) bv[v] = _mm512_load_ps(bp + (k) * pw + v * 16); \
+    for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(bp + (k) * pw + v * 16); \
     for (int r = 0; r < R; r++) { \
       __m512 x = _mm512_set1_ps(a[r * ars + (k) * acs]); \
       for (int v = 0; v < NV; v++) acc[r][v] = _mm512_fmadd_ps(x, bv[v], acc[r][v]); \
@@ -96,6 +96,7 @@ _Static_assert(RM == 6 && PV == 4, "bt_fns lists RM x PV tiles");
 typedef struct {
   const RtBmmTile *j;
   int64_t np, nk, kc;                         /* panels of C, K chunks and their length */
+  int64_t ng, gr;                             /* row groups per panel and their rows (a multiple of RM) */
 } Bmm;
 
 /* 16 x 16 transpose: out[i] = column i of the rows in[0..15] */
@@ -129,10 +130,13 @@ static inline __attribute__((always_inline)) void bt_t16(__m512 r[16])
 static void bt_pack(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_t kc, int64_t c0, int64_t nc,
                     int64_t pw, float *dst)
 {
-  if (bcs == 1) {
+  if (bcs == 1) {                             /* B's rows: copied a vector at a time, zeros past nc */
+    int nv = (int)(pw / 16);
+    __mmask16 last = (__mmask16)((1u << (nc - (nv - 1) * 16)) - 1);
     for (int64_t k = 0; k < kc; k++) {
-      memcpy(dst + k * pw, B + (k0 + k) * brs + c0, (size_t)nc * 4);
-      if (nc < pw) memset(dst + k * pw + nc, 0, (size_t)(pw - nc) * 4);
+      const float *s = B + (k0 + k) * brs + c0;
+      for (int v = 0; v < nv - 1; v++) _mm512_store_ps(dst + k * pw + v * 16, _mm512_loadu_ps(s + v * 16));
+      _mm512_store_ps(dst + k * pw + (nv - 1) * 16, _mm512_maskz_loadu_ps(last, s + (nv - 1) * 16));
     }
     return;
   }
@@ -165,7 +169,8 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
   int64_t M = g->M, N = g->N, K = g->K;
   float buf[KC_MAX * PW] __attribute__((aligned(64)));
   for (int64_t it = b; it < e; it++) {
-    int64_t bi = it / m->np, p = it % m->np, oa, ob;
+    int64_t bi = it / (m->np * m->ng), p = it / m->ng % m->np, r1 = (it % m->ng + 1) * m->gr, oa, ob;
+    if (r1 > M) r1 = M;
     rt_mm_batch_off(g, bi, &oa, &ob);
     const float *A = j->a + oa, *B = j->b + ob;
     float *C = j->c + bi * M * N;
@@ -175,23 +180,35 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
     __mmask16 last = (__mmask16)((1u << (nc - (nv - 1) * 16)) - 1);
     for (int64_t kb = 0; kb < m->nk; kb++) {
       int64_t k0 = kb * m->kc, kc = K - k0 < m->kc ? K - k0 : m->kc;
-      bt_pack(B, j->brs, j->bcs, k0, kc, c0, nc, pw, buf);
-      for (int64_t r0 = 0; r0 < M; r0 += RM) {
-        int R = M - r0 < RM ? (int)(M - r0) : RM;
-        bt_fns[R - 1][nv - 1](kc, A + r0 * j->ars + k0 * j->acs, j->ars, j->acs, buf, C + r0 * N + c0, N, kb > 0, last);
+      /* B's panel: in place where its rows are already pw contiguous floats apart, else packed */
+      const float *bp = buf;
+      if (j->bcs == 1 && j->brs == pw && nc == pw) bp = B + k0 * pw + c0;
+      else bt_pack(B, j->brs, j->bcs, k0, kc, c0, nc, pw, buf);
+      for (int64_t r0 = it % m->ng * m->gr; r0 < r1; r0 += RM) {
+        int R = r1 - r0 < RM ? (int)(r1 - r0) : RM;
+        bt_fns[R - 1][nv - 1](kc, A + r0 * j->ars + k0 * j->acs, j->ars, j->acs, bp, C + r0 * N + c0, N, kb > 0, last);
       }
     }
   }
 }
 
-/* The products it takes (measured against OpenBLAS's SkylakeX kernels on this
-** machine; bench/RESULTS.md, session 22): see bmm_takes. */
+/* The products it takes, measured against OpenBLAS's SkylakeX kernels on this
+** machine, one thread (bench/RESULTS.md, session 22): from 1 M multiply-adds a
+** product (0.75-0.9x OpenBLAS's time: the attention shapes, 128^3, K up to 8192;
+** below, 64^3 and 32^3 batches ran 1.1-1.2x, OpenBLAS's kernels start faster),
+** 16 rows and 32 columns at least, and, when C has more than one panel, an A
+** of 1 MiB at most: A is read again for each panel, from L2 while it fits
+** (1024^3 ran 1.11x, 2048 x 256 x 256 1.18x). TIDE_BMM_TILE=1 takes every
+** product (for measuring). */
+#define BMM_MIN_MNK ((int64_t)1 << 20)
+#define BMM_MAX_A_BYTES ((int64_t)1 << 20)
 static int bmm_takes(const RtMmGeom *g)
 {
   static int force = -1;
   if (force < 0) { const char *s = getenv("TIDE_BMM_TILE"); force = s && *s && *s != '0'; }
   if (force) return 1;
-  return g->M >= 16 && g->N >= 32 && g->K >= 16 && g->K <= 1024;
+  return g->M >= 16 && g->N >= 32 && g->M * g->N * g->K >= BMM_MIN_MNK &&
+         (g->N <= PW || g->M * g->K * 4 <= BMM_MAX_A_BYTES);
 }
 
 int RT_ISA_FN(rt_bmm_tile)(const RtBmmTile *j)
@@ -202,7 +219,15 @@ int RT_ISA_FN(rt_bmm_tile)(const RtBmmTile *j)
   if (off || g->M < 1 || g->N < 1 || g->K < 1 || !bmm_takes(g)) return 1;
   Bmm m = { .j = j, .np = (g->N + PW - 1) / PW, .nk = (g->K + KC_MAX - 1) / KC_MAX };
   m.kc = (g->K + m.nk - 1) / m.nk;
-  int64_t items = g->nbatch * m.np, fma = g->M * PW * g->K;
+  /* items: batch entries x panels, and rows cut into groups where those are fewer than 2 a thread
+  ** (any cut gives the same bits: an output's sum never depends on its neighbours) */
+  int64_t items = g->nbatch * m.np, rb = (g->M + RM - 1) / RM, want = 2 * rt_num_threads();
+  m.ng = items >= want ? 1 : (want + items - 1) / items;
+  if (m.ng > rb / 2) m.ng = rb / 2 > 1 ? rb / 2 : 1;
+  m.gr = (rb + m.ng - 1) / m.ng * RM;
+  m.ng = (g->M + m.gr - 1) / m.gr;
+  items *= m.ng;
+  int64_t fma = m.gr * PW * g->K;
   rt_parallel_for(items, 1 + ((int64_t)1 << 18) / (fma > 0 ? fma : 1), bt_range, &m);
   rt_bmm_tile_count();
   return 0;
