@@ -198,17 +198,19 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
 ** below, 64^3 and 32^3 batches ran 1.1-1.2x, OpenBLAS's kernels start faster),
 ** 16 rows and 32 columns at least, and, when C has more than one panel, an A
 ** of 1 MiB at most: A is read again for each panel, from L2 while it fits
-** (1024^3 ran 1.11x, 2048 x 256 x 256 1.18x). TIDE_BMM_TILE=1 takes every
-** product (for measuring). */
+** (1024^3 ran 1.11x, 2048 x 256 x 256 1.18x); an A stored transposed (a line
+** of it a step, L1 shared with a 32 KiB panel) with several panels only up to
+** K 64 (64 x 64 @ 256 x 256 with K 256 ran 1.24x, with K 64 0.88x).
+** TIDE_BMM_TILE=1 takes every product (for measuring). */
 #define BMM_MIN_MNK ((int64_t)1 << 20)
 #define BMM_MAX_A_BYTES ((int64_t)1 << 20)
-static int bmm_takes(const RtMmGeom *g)
+static int bmm_takes(const RtMmGeom *g, int64_t ars, int64_t acs)
 {
   static int force = -1;
   if (force < 0) { const char *s = getenv("TIDE_BMM_TILE"); force = s && *s && *s != '0'; }
   if (force) return 1;
   return g->M >= 16 && g->N >= 32 && g->M * g->N * g->K >= BMM_MIN_MNK &&
-         (g->N <= PW || g->M * g->K * 4 <= BMM_MAX_A_BYTES);
+         (g->N <= PW || (g->M * g->K * 4 <= BMM_MAX_A_BYTES && (ars != 1 || acs == 1 || g->K <= 64)));
 }
 
 int RT_ISA_FN(rt_bmm_tile)(const RtBmmTile *j)
@@ -216,7 +218,7 @@ int RT_ISA_FN(rt_bmm_tile)(const RtBmmTile *j)
   static int off = -1;                        /* TIDE_MM_BLAS=1: every product on OpenBLAS */
   if (off < 0) { const char *s = getenv("TIDE_MM_BLAS"); off = s && *s && *s != '0'; }
   const RtMmGeom *g = j->g;
-  if (off || g->M < 1 || g->N < 1 || g->K < 1 || !bmm_takes(g)) return 1;
+  if (off || g->M < 1 || g->N < 1 || g->K < 1 || !bmm_takes(g, j->ars, j->acs)) return 1;
   Bmm m = { .j = j, .np = (g->N + PW - 1) / PW, .nk = (g->K + KC_MAX - 1) / KC_MAX };
   m.kc = (g->K + m.nk - 1) / m.nk;
   /* items: batch entries x panels, and rows cut into groups where those are fewer than 2 a thread
