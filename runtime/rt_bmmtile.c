@@ -54,6 +54,9 @@ static inline __attribute__((always_inline)) void bt_tile(const int R, const int
   if (!load)                                  /* C's lines on their way while the tile runs (BLIS does so) */
     for (int r = 0; r < R; r++)
       for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(c + r * ldc + v * 16), _MM_HINT_T0);
+  if (acs == 1)                               /* the next tile's rows: their first PFD steps (the k loop fetches on) */
+    for (int r = R; r < 2 * R; r++)
+      for (int i = 0; i < PFD; i += 16) _mm_prefetch((const char *)(a + r * ars + i), _MM_HINT_T0);
   for (int r = 0; r < R; r++)
     for (int v = 0; v < NV; v++)
       acc[r][v] = !load ? _mm512_setzero_ps()
