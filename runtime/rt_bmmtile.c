@@ -164,6 +164,32 @@ static void bt_pack(const float *B, int64_t brs, int64_t bcs, int64_t k0, int64_
     for (int64_t k = 0; k < kc; k++) memset(dst + k * pw + nc, 0, (size_t)(pw - nc) * 4);
 }
 
+/* item it's B operand as bt_range sees it: the batch entry's B, the panel's first column and width */
+static const float *bt_item_b(const Bmm *m, int64_t it, int64_t *c0, int64_t *nc)
+{
+  const RtMmGeom *g = m->j->g;
+  int64_t oa, ob;
+  rt_mm_batch_off(g, it / (m->np * m->ng), &oa, &ob);
+  *c0 = it / m->ng % m->np * PW;
+  *nc = g->N - *c0 < PW ? g->N - *c0 : PW;
+  return m->j->b + ob;
+}
+
+/* the lines of item it's first K chunk of B into L2 while this item's tiles run (B rows or
+** columns of a packed panel come from memory; the tiles' loads keep L1 to themselves) */
+static void bt_prefetch_b(const Bmm *m, int64_t it)
+{
+  const RtBmmTile *j = m->j;
+  int64_t c0, nc, kc = m->kc;
+  const float *B = bt_item_b(m, it, &c0, &nc);
+  if (j->brs == 1)
+    for (int64_t c = 0; c < nc; c++)
+      for (int64_t i = 0; i < kc; i += 16) _mm_prefetch((const char *)(B + (c0 + c) * j->bcs + i), _MM_HINT_T1);
+  else if (j->bcs == 1)
+    for (int64_t k = 0; k < kc; k++)
+      for (int64_t i = 0; i < nc; i += 16) _mm_prefetch((const char *)(B + k * j->brs + c0 + i), _MM_HINT_T1);
+}
+
 static void bt_range(void *ctx, int64_t b, int64_t e)
 {
   const Bmm *m = ctx;
@@ -178,6 +204,7 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
     const float *A = j->a + oa, *B = j->b + ob;
     float *C = j->c + bi * M * N;
     int64_t c0 = p * PW, nc = N - c0 < PW ? N - c0 : PW;
+    (void)p;
     int nv = (int)((nc + 15) / 16);
     int64_t pw = nv * 16;
     __mmask16 last = (__mmask16)((1u << (nc - (nv - 1) * 16)) - 1);
@@ -186,7 +213,10 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
       /* B's panel: in place where its rows are already pw contiguous floats apart, else packed */
       const float *bp = buf;
       if (j->bcs == 1 && j->brs == pw && nc == pw) bp = B + k0 * pw + c0;
-      else bt_pack(B, j->brs, j->bcs, k0, kc, c0, nc, pw, buf);
+      else {
+        bt_pack(B, j->brs, j->bcs, k0, kc, c0, nc, pw, buf);
+        if (kb == 0 && it + 1 < e) bt_prefetch_b(m, it + 1);
+      }
       for (int64_t r0 = it % m->ng * m->gr; r0 < r1; r0 += RM) {
         int R = r1 - r0 < RM ? (int)(r1 - r0) : RM;
         bt_fns[R - 1][nv - 1](kc, A + r0 * j->ars + k0 * j->acs, j->ars, j->acs, bp, C + r0 * N + c0, N, kb > 0, last);
