@@ -42,6 +42,7 @@ void rt_bmm_tile_count(void);
 #define RM 6                                  /* tile rows: 6 x 4 = 24 accumulators */
 #define PFD 32                                /* A prefetch distance, in k steps */
 #define KC_MAX 128                            /* K steps per packed chunk: 128 x 64 floats = 32 KiB */
+#define KC_INPLACE 512                        /* K steps per chunk of a B read in place */
 
 /* C rows r < R, vectors v < NV of a tile: C (or, load, C plus) sum_k A(r, k) Bp[k][v], A(r, k)
 ** at a[r ars + k acs] (any strides: rows, transposed, broadcast), Bp's rows NV vectors long. */
@@ -252,7 +253,9 @@ int RT_ISA_FN(rt_bmm_tile)(const RtBmmTile *j)
   if (off < 0) { const char *s = getenv("TIDE_MM_BLAS"); off = s && *s && *s != '0'; }
   const RtMmGeom *g = j->g;
   if (off || g->M < 1 || g->N < 1 || g->K < 1 || !bmm_takes(g, j->ars, j->acs)) return 1;
-  Bmm m = { .j = j, .np = (g->N + PW - 1) / PW, .nk = (g->K + KC_MAX - 1) / KC_MAX };
+  /* B read in place (every panel's rows PW floats apart) needs no buffer: longer chunks */
+  int64_t kcmax = j->bcs == 1 && j->brs == PW && g->N % PW == 0 ? KC_INPLACE : KC_MAX;
+  Bmm m = { .j = j, .np = (g->N + PW - 1) / PW, .nk = (g->K + kcmax - 1) / kcmax };
   m.kc = (g->K + m.nk - 1) / m.nk;
   /* items: batch entries x panels, and rows cut into groups where those are fewer than 2 a thread
   ** (any cut gives the same bits: an output's sum never depends on its neighbours) */
