@@ -96,7 +96,7 @@ end
 local function index_of(list, v) for i, x in ipairs(list) do if x == v then return i end end end
 
 -- contract a (labels la) with b (labels lb), keeping the labels in `keep`:
--- permute to (batch, a-only, shared) @ (batch, shared, b-only) and one bmm
+-- permute to (batch, a-only, shared) @ (batch, shared, b-only) and one matmul
 local function contract(a, la, b, lb, keep, size)
   local batch, aonly, bonly, summed = {}, {}, {}, {}
   for _, l in ipairs(la) do
@@ -127,12 +127,21 @@ local function contract(a, la, b, lb, keep, size)
   end
   a = perm(expanded(a, la), la, ao)
   b = perm(expanded(b, lb), lb, bo)
-  local B, Mn, K, N = prod(batch), prod(aonly), prod(summed), prod(bonly)
-  local r = a:reshape(B, Mn, K):matmul(b:reshape(B, K, N))
-  local out, shape = {}, {}
-  for _, l in ipairs(batch) do out[#out + 1] = l; shape[#shape + 1] = size[l] end
+  -- (batch..., rows, inner) @ (batch..., inner, cols): matmul takes the batch
+  -- dims as they are (strided, never merged by a copy); a group of labels
+  -- becomes one dim by a reshape only where it is not one label already
+  local out, shape, bs = {}, {}, {}
+  for _, l in ipairs(batch) do out[#out + 1] = l; shape[#shape + 1] = size[l]; bs[#bs + 1] = size[l] end
+  local function grouped(x, g1, g2)
+    if #g1 == 1 and #g2 == 1 then return x end
+    local s = { unpack(bs) }
+    s[#s + 1] = prod(g1); s[#s + 1] = prod(g2)
+    return x:reshape(s)
+  end
+  local r = grouped(a, aonly, summed):matmul(grouped(b, summed, bonly))
   for _, l in ipairs(aonly) do out[#out + 1] = l; shape[#shape + 1] = size[l] end
   for _, l in ipairs(bonly) do out[#out + 1] = l; shape[#shape + 1] = size[l] end
+  if #aonly == 1 and #bonly == 1 then return r, out end
   return own_view(r, r:reshape(shape)), out
 end
 
