@@ -145,14 +145,16 @@ local function contract(a, la, b, lb, keep, size)
   return own_view(r, r:reshape(shape)), out
 end
 
---- tide.einsum(equation, operands...) -> Tensor
---- Einstein summation as PyTorch's ('ij,jk->ik', implicit output, '...', diagonals 'ii->i'); pairs of operands become one batched matmul.
-function M.einsum(eq, ...)
-  if type(eq) ~= "string" then args.argerr(1, "einsum", "equation string", eq) end
-  local ops = { ... }
-  if #ops == 1 and type(ops[1]) == "table" and not is_tensor(ops[1]) then ops = ops[1] end
-  if #ops == 0 then raise("einsum: no operands") end
-  for i, x in ipairs(ops) do args.tensor(x, i + 1, "einsum") end
+-- The labels of each operand's term and of the output, for an equation and
+-- operands of these ranks: parsed once, then cached (a training step calls
+-- the same few equations; parsing cost ~12 us a call). Only sizes are
+-- checked per call.
+local plans, nplans = {}, 0
+local function plan_of(eq, ops)
+  local key = eq
+  for i = 1, #ops do key = key .. "\0" .. ops[i].ndim end
+  local p = plans[key]
+  if p then return p end
   local lhs, rhs = eq:match("^(.-)%->(.*)$")
   if not lhs then lhs = eq end
   local terms = {}
@@ -162,28 +164,21 @@ function M.einsum(eq, ...)
   end
   -- the ellipsis covers the most dims any operand gives it
   local nell = 0
-  local labels, size = {}, {}
+  local labels, known = {}, {}
   for i, t in ipairs(terms) do
     local explicit = select(2, t:gsub("%a", ""))
     if t:find("...", 1, true) then nell = math.max(nell, ops[i].ndim - explicit) end
   end
   for i, t in ipairs(terms) do
     labels[i] = parse_term(eq, t, ops[i].ndim, nell)
-    for d, l in ipairs(labels[i]) do
-      local s = ops[i]:size(d)
-      if size[l] == nil or size[l] == 1 then size[l] = s
-      elseif s ~= 1 and s ~= size[l] then
-        raise(("einsum: '%s': label '%s' has size %d in operand %d but %d elsewhere"):format(eq,
-          l:byte() < 32 and "..." or l, s, i, size[l]))
-      end
-    end
+    for _, l in ipairs(labels[i]) do known[l] = true end
   end
   -- the output: explicit, or the ellipsis then the labels used once, in order
   local out
   if rhs then
     out = parse_term(eq, rhs, nil, nell)
     for _, l in ipairs(out) do
-      if size[l] == nil then raise(("einsum: '%s': output label '%s' is in no operand"):format(eq, l)) end
+      if not known[l] then raise(("einsum: '%s': output label '%s' is in no operand"):format(eq, l)) end
     end
     local seen = {}
     for _, l in ipairs(out) do
@@ -199,6 +194,32 @@ function M.einsum(eq, ...)
     for l, c in pairs(count) do if c == 1 and l:byte() >= 32 then letters[#letters + 1] = l end end
     table.sort(letters)
     for _, l in ipairs(letters) do out[#out + 1] = l end
+  end
+  if nplans >= 256 then plans, nplans = {}, 0 end
+  p = { labels = labels, out = out }
+  plans[key], nplans = p, nplans + 1
+  return p
+end
+
+--- tide.einsum(equation, operands...) -> Tensor
+--- Einstein summation as PyTorch's ('ij,jk->ik', implicit output, '...', diagonals 'ii->i'); pairs of operands become one batched matmul.
+function M.einsum(eq, ...)
+  if type(eq) ~= "string" then args.argerr(1, "einsum", "equation string", eq) end
+  local ops = { ... }
+  if #ops == 1 and type(ops[1]) == "table" and not is_tensor(ops[1]) then ops = ops[1] end
+  if #ops == 0 then raise("einsum: no operands") end
+  for i, x in ipairs(ops) do args.tensor(x, i + 1, "einsum") end
+  local p = plan_of(eq, ops)
+  local labels, size, out = { unpack(p.labels) }, {}, p.out
+  for i = 1, #ops do
+    for d, l in ipairs(labels[i]) do
+      local s = ops[i]:size(d)
+      if size[l] == nil or size[l] == 1 then size[l] = s
+      elseif s ~= 1 and s ~= size[l] then
+        raise(("einsum: '%s': label '%s' has size %d in operand %d but %d elsewhere"):format(eq,
+          l:byte() < 32 and "..." or l, s, i, size[l]))
+      end
+    end
   end
   local outset = {}
   for _, l in ipairs(out) do outset[l] = true end
