@@ -101,6 +101,8 @@ typedef struct {
   const RtBmmTile *j;
   int64_t np, nk, kc;                         /* panels of C, K chunks and their length */
   int64_t ng, gr;                             /* row groups per panel and their rows (a multiple of RM) */
+  int64_t items, unit;                        /* work items, claimed `unit` at a time */
+  int64_t next;                               /* atomic: the next unclaimed item */
 } Bmm;
 
 /* 16 x 16 transpose: out[i] = column i of the rows in[0..15] */
@@ -191,21 +193,31 @@ static void bt_prefetch_b(const Bmm *m, int64_t it)
       for (int64_t i = 0; i < nc; i += 16) _mm_prefetch((const char *)(B + k * j->brs + c0 + i), _MM_HINT_T1);
 }
 
+/* first item of the next claim, or m->items: none left */
+static int64_t bt_claim(Bmm *m) { return __atomic_fetch_add(&m->next, m->unit, __ATOMIC_RELAXED); }
+
+/* One of the pool's chunks: the items are claimed from a shared counter rather than
+** taken as the chunk's range, so a thread the host preempts holds back no fixed
+** share of the work (which thread runs an item never changes its bits). */
 static void bt_range(void *ctx, int64_t b, int64_t e)
 {
-  const Bmm *m = ctx;
+  Bmm *m = ctx;
   const RtBmmTile *j = m->j;
   const RtMmGeom *g = j->g;
   int64_t M = g->M, N = g->N, K = g->K;
   float buf[KC_MAX * PW] __attribute__((aligned(64)));
-  for (int64_t it = b; it < e; it++) {
+  (void)b; (void)e;
+  int64_t it = bt_claim(m), end = it + m->unit;
+  while (it < m->items) {
+    int64_t nxt = it + 1;                     /* the item after this one, claimed ahead (its B is prefetched) */
+    if (nxt >= end) { nxt = bt_claim(m); end = nxt + m->unit; }
+    if (end > m->items) end = m->items;
     int64_t bi = it / (m->np * m->ng), p = it / m->ng % m->np, r1 = (it % m->ng + 1) * m->gr, oa, ob;
     if (r1 > M) r1 = M;
     rt_mm_batch_off(g, bi, &oa, &ob);
     const float *A = j->a + oa, *B = j->b + ob;
     float *C = j->c + bi * M * N;
     int64_t c0 = p * PW, nc = N - c0 < PW ? N - c0 : PW;
-    (void)p;
     int nv = (int)((nc + 15) / 16);
     int64_t pw = nv * 16;
     __mmask16 last = (__mmask16)((1u << (nc - (nv - 1) * 16)) - 1);
@@ -216,13 +228,14 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
       if (j->bcs == 1 && j->brs == pw && nc == pw) bp = B + k0 * pw + c0;
       else {
         bt_pack(B, j->brs, j->bcs, k0, kc, c0, nc, pw, buf);
-        if (kb == 0 && it + 1 < e) bt_prefetch_b(m, it + 1);
+        if (kb == 0 && nxt < m->items) bt_prefetch_b(m, nxt);
       }
       for (int64_t r0 = it % m->ng * m->gr; r0 < r1; r0 += RM) {
         int R = r1 - r0 < RM ? (int)(r1 - r0) : RM;
         bt_fns[R - 1][nv - 1](kc, A + r0 * j->ars + k0 * j->acs, j->ars, j->acs, bp, C + r0 * N + c0, N, kb > 0, last);
       }
     }
+    it = nxt;
   }
 }
 
@@ -265,6 +278,10 @@ int RT_ISA_FN(rt_bmm_tile)(const RtBmmTile *j)
   m.gr = (rb + m.ng - 1) / m.ng * RM;
   m.ng = (g->M + m.gr - 1) / m.gr;
   items *= m.ng;
+  /* claims: a batch entry's items at a time (its A stays in this core's L2) while there are
+  ** 4 entries a thread or more, else single items */
+  m.items = items;
+  m.unit = g->nbatch >= 4 * rt_num_threads() ? m.np * m.ng : 1;
   int64_t fma = m.gr * PW * g->K;
   rt_parallel_for(items, 1 + ((int64_t)1 << 18) / (fma > 0 ? fma : 1), bt_range, &m);
   rt_bmm_tile_count();
