@@ -1,6 +1,6 @@
 /*
-** rt_bmmtile.c -- float32 batched matmul of mid-size products on a 64-column
-** AVX-512 register tile (the x86-64-v4 variant; other ISAs answer "not
+** rt_bmmtile.c -- float32 matmul of mid-size products, batched or not, on a
+** 6 x 64 AVX-512 register tile (the x86-64-v4 variant; other ISAs answer "not
 ** applicable" and OpenBLAS runs the products). Runtime stage, called by
 ** rt_blas.c for what rt_mmtile.c (short A) does not take.
 **
@@ -10,15 +10,19 @@
 ** (beta = 0) and packs both operands per call; rt_tile.h's 48-wide panels
 ** fill N = 64 badly. Here:
 **   C (M,N) = A (M,K) @ B (K,N), per batch entry and 64-column panel of C:
-**   B's panel rows k0..k0+kc packed [k][64] (any layout: rows, transposed,
-**   strided; zeros past N), A read in place (any strides: each step
-**   broadcasts A(i, k) for 6 rows i), a tile of 6 rows x 64 columns
-**   (24 zmm accumulators) runs its kc steps, its rows written to C.
-** K is cut into chunks of at most KC_MAX steps so a packed panel stays in L1;
-** a later chunk starts from the C the earlier ones wrote, so every output
-** still sums its K products in k order, in one chain of FMAs: the result
-** does not depend on the cut, the thread count or the split of the work
-** (items: batch entries x panels, on the pool).
+**   B's panel rows k0..k0+kc packed [k][64] (any layout: rows, transposed
+**   through 16 x 16 transposes, strided; zeros past N) or read in place when
+**   its rows are already 64 floats apart; A read in place through any
+**   strides (each step broadcasts A(i, k) for 6 rows i: rows, A stored
+**   transposed, a broadcast gradient of stride 0); a tile of 6 rows x 64
+**   columns (24 zmm accumulators) runs its kc steps, its rows written to C.
+** K is cut into chunks (a packed one stays in L1); a later chunk starts from
+** the C the earlier ones wrote, so every output still sums its K products in
+** k order, in one chain of FMAs: the result does not depend on the cut, the
+** thread count or the split of the work. Items (batch entries x panels, x
+** row groups where those are few) are claimed by the pool's threads from a
+** counter. Prefetches: C's lines at a tile's start, A's lines ahead in k and
+** the next tile's first ones, the next item's B into L2 while a panel runs.
 */
 #include "rt.h"
 #include "rt_isa.h"
