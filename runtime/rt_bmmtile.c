@@ -246,22 +246,23 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
 /* The products it takes, measured against OpenBLAS's SkylakeX kernels on this
 ** machine, one thread (bench/RESULTS.md, session 22): from 1 M multiply-adds a
 ** product (0.75-0.9x OpenBLAS's time: the attention shapes, 128^3, K up to 8192;
-** below, 64^3 and 32^3 batches ran 1.1-1.2x, OpenBLAS's kernels start faster),
-** 16 rows and 32 columns at least, and, when C has more than one panel, an A
-** of 1 MiB at most: A is read again for each panel, from L2 while it fits
-** (1024^3 ran 1.11x, 2048 x 256 x 256 1.18x); an A stored transposed (a line
-** of it a step, L1 shared with a 32 KiB panel) with several panels only up to
-** K 64 (64 x 64 @ 256 x 256 with K 256 ran 1.24x, with K 64 0.88x).
+** below, 64^3 and 32^3 batches ran 1.15-1.25x, OpenBLAS's kernels start faster),
+** 16 rows and 32 columns at least; when C has more than one panel, A is read
+** again for each: an A of 1 MiB at most (L2) or 512 rows at most (1024^3 ran
+** 1.1-1.2x, 2048 x 256 x 256 1.09x; 256 x 8192 x 256 0.75x), and an A stored
+** transposed (a line of it a step) only up to K 64 (K 256-1024: 0.95-1.10x).
 ** TIDE_BMM_TILE=1 takes every product (for measuring). */
 #define BMM_MIN_MNK ((int64_t)1 << 20)
 #define BMM_MAX_A_BYTES ((int64_t)1 << 20)
+#define BMM_MAX_A_ROWS 512
 static int bmm_takes(const RtMmGeom *g, int64_t ars, int64_t acs)
 {
   static int force = -1;
   if (force < 0) { const char *s = getenv("TIDE_BMM_TILE"); force = s && *s && *s != '0'; }
   if (force) return 1;
   return g->M >= 16 && g->N >= 32 && g->M * g->N * g->K >= BMM_MIN_MNK &&
-         (g->N <= PW || (g->M * g->K * 4 <= BMM_MAX_A_BYTES && (ars != 1 || acs == 1 || g->K <= 64)));
+         (g->N <= PW || ((g->M * g->K * 4 <= BMM_MAX_A_BYTES || g->M <= BMM_MAX_A_ROWS) &&
+                          (ars != 1 || acs == 1 || g->K <= 64)));
 }
 
 int RT_ISA_FN(rt_bmm_tile)(const RtBmmTile *j)
