@@ -107,6 +107,7 @@ typedef struct {
   int64_t ng, gr;                             /* row groups per panel and their rows (a multiple of RM) */
   int64_t items, unit;                        /* work items, claimed `unit` at a time */
   int64_t next;                               /* atomic: the next unclaimed item */
+  int failed;                                 /* atomic: a chunk found no memory for its panel buffer */
 } Bmm;
 
 /* 16 x 16 transpose: out[i] = column i of the rows in[0..15] */
@@ -209,8 +210,10 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
   const RtBmmTile *j = m->j;
   const RtMmGeom *g = j->g;
   int64_t M = g->M, N = g->N, K = g->K;
-  float buf[KC_MAX * PW] __attribute__((aligned(64)));
   (void)b; (void)e;
+  /* the packed panel: from the heap (32 KiB would crowd a host thread's small stack) */
+  float *buf = aligned_alloc(64, KC_MAX * PW * sizeof(float));
+  if (!buf) { __atomic_store_n(&m->failed, 1, __ATOMIC_RELAXED); __atomic_store_n(&m->next, m->items, __ATOMIC_RELAXED); return; }
   int64_t it = bt_claim(m), end = it + m->unit;
   while (it < m->items) {
     int64_t nxt = it + 1;                     /* the item after this one, claimed ahead (its B is prefetched) */
@@ -241,6 +244,7 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
     }
     it = nxt;
   }
+  free(buf);
 }
 
 /* The products it takes, measured against OpenBLAS's SkylakeX kernels on this
@@ -289,6 +293,7 @@ int RT_ISA_FN(rt_bmm_tile)(const RtBmmTile *j)
   m.unit = g->nbatch >= 4 * rt_num_threads() ? m.np * m.ng : 1;
   int64_t fma = m.gr * PW * g->K;
   rt_parallel_for(items, 1 + ((int64_t)1 << 18) / (fma > 0 ? fma : 1), bt_range, &m);
+  if (m.failed) return rt_err(TD_ERR_NOMEM, "matmul: out of memory");
   rt_bmm_tile_count();
   return 0;
 }
