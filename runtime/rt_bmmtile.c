@@ -89,12 +89,13 @@ static inline __attribute__((always_inline)) void bt_tile(const int R, const int
     }
 }
 
-typedef void (*TileFn)(int64_t kc, const float *a, int64_t ars, int64_t acs, const float *bp, float *c, int64_t ldc,
-                       int load, __mmask16 last);
+/* nblk tiles of R rows down the panel, one call */
+typedef void (*TileFn)(int64_t nblk, int64_t kc, const float *a, int64_t ars, int64_t acs, const float *bp, float *c,
+                       int64_t ldc, int load, __mmask16 last);
 #define BT_FN(R, NV) \
-  static void bt_##R##_##NV(int64_t kc, const float *a, int64_t ars, int64_t acs, const float *bp, float *c, \
-                            int64_t ldc, int load, __mmask16 last) \
-  { bt_tile(R, NV, kc, a, ars, acs, bp, c, ldc, load, last); }
+  static void bt_##R##_##NV(int64_t nblk, int64_t kc, const float *a, int64_t ars, int64_t acs, const float *bp, \
+                            float *c, int64_t ldc, int load, __mmask16 last) \
+  { for (int64_t i = 0; i < nblk; i++) bt_tile(R, NV, kc, a + i * R * ars, ars, acs, bp, c + i * R * ldc, ldc, load, last); }
 #define BT_ROW(R) BT_FN(R, 1) BT_FN(R, 2) BT_FN(R, 3) BT_FN(R, 4)
 BT_ROW(1) BT_ROW(2) BT_ROW(3) BT_ROW(4) BT_ROW(5) BT_ROW(6)
 #define BT_ENT(R) { bt_##R##_1, bt_##R##_2, bt_##R##_3, bt_##R##_4 }
@@ -237,10 +238,11 @@ static void bt_range(void *ctx, int64_t b, int64_t e)
         bt_pack(B, j->brs, j->bcs, k0, kc, c0, nc, pw, buf);
         if (kb == 0 && nxt < m->items) bt_prefetch_b(m, nxt);
       }
-      for (int64_t r0 = it % m->ng * m->gr; r0 < r1; r0 += RM) {
-        int R = r1 - r0 < RM ? (int)(r1 - r0) : RM;
-        bt_fns[R - 1][nv - 1](kc, A + r0 * j->ars + k0 * j->acs, j->ars, j->acs, bp, C + r0 * N + c0, N, kb > 0, last);
-      }
+      int64_t r0 = it % m->ng * m->gr, full = (r1 - r0) / RM, R = (r1 - r0) % RM;
+      const float *a0 = A + k0 * j->acs;
+      if (full) bt_fns[RM - 1][nv - 1](full, kc, a0 + r0 * j->ars, j->ars, j->acs, bp, C + r0 * N + c0, N, kb > 0, last);
+      r0 += full * RM;
+      if (R) bt_fns[R - 1][nv - 1](1, kc, a0 + r0 * j->ars, j->ars, j->acs, bp, C + r0 * N + c0, N, kb > 0, last);
     }
     it = nxt;
   }
