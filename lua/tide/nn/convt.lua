@@ -228,10 +228,7 @@ end
 
 -- -- The layers -------------------------------------------------------------------------------
 
-local function pytuple(s)
-  if #s == 1 then return "(" .. s[1] .. ",)" end
-  return "(" .. table.concat(s, ", ") .. ")"
-end
+local pytuple = nn._pytuple
 
 local U = require "tide.nn.layer_util"
 local param, posint = U.param, U.posint

@@ -25,7 +25,7 @@ local F, init = nn.functional, nn.init
 local pyfloat = nn._pyfloat
 
 local shape = require("tide.tensor").shape_str   -- "[2,3]"
-local function pybool(b) return b and "True" or "False" end
+local pybool = nn._pybool
 
 local function opt_tensor(v, n, fname)
   if v ~= nil and (not is_tensor(v) or v.p == nil) then args.argerr(n, fname, "Tensor or nil", v) end
