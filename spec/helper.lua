@@ -79,6 +79,17 @@ function H.child(script, env, timeout)
   return (out:gsub("@rc=%d+\n?$", "")), rc
 end
 
+-- H.on_threads(script): script's output run in a child with 1 and with 2
+-- threads (TIDE_NUM_THREADS), each required to exit 0; for "the same bits on
+-- any thread count" checks
+function H.on_threads(script)
+  local one, rc1 = H.child(script, { TIDE_NUM_THREADS = "1" })
+  local two, rc2 = H.child(script, { TIDE_NUM_THREADS = "2" })
+  assert(rc1 == 0, one)
+  assert(rc2 == 0, two)
+  return one, two
+end
+
 -- H.stderr_of(fn, ...): what fn(...) wrote to stderr (Lua's io.stderr and C's
 -- fprintf(stderr): file descriptor 2 points at a temporary file meanwhile),
 -- then fn's results; an error in fn is re-raised after stderr is restored

@@ -114,10 +114,7 @@ describe("the CTC kernel", function()
         print(table.concat(t, " "))
       end
     ]]
-    local out1, rc1 = H.child(script, { TIDE_NUM_THREADS = "1" })
-    local out2, rc2 = H.child(script, { TIDE_NUM_THREADS = "2" })
-    assert.equal(0, rc1, out1)
-    assert.equal(0, rc2, out2)
+    local out1, out2 = H.on_threads(script)
     assert.truthy(out1:find("^1 %d+ true\n"), out1:sub(1, 200))
     assert.truthy(out2:find("^2 %d+ true\n"), out2:sub(1, 200))
     local a, b = out1:gsub("%f[^\n%z]%d (%d+ true)", "%1"), out2:gsub("%f[^\n%z]%d (%d+ true)", "%1")

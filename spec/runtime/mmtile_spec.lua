@@ -67,9 +67,7 @@ describe("the small-M matmul tile", function()
       end
       print(table.concat(out, " "), tide.matmul_stats().tile)
     ]]
-    local one, rc1 = H.child(prog, { TIDE_NUM_THREADS = "1" })
-    local two, rc2 = H.child(prog, { TIDE_NUM_THREADS = "2" })
-    assert.equal(0, rc1, one); assert.equal(0, rc2, two)
+    local one, two = H.on_threads(prog)
     assert.equal(one, two)
     if v4 then assert.is_true(tonumber(one:match("(%d+)%s*$")) >= 8, one) end
   end)
