@@ -20,10 +20,8 @@ mkdir -p "$DIR"
 REC=$DIR/lstm.tsv
 : > "$REC"
 export TIDE_BUILD=$BUILD TIDE_NUM_THREADS=$THREADS
-# PyTorch as bench/run.sh runs it: its best kernels here, passive OpenMP waiting,
-# glibc malloc tuned not to return memory to the system
-CAP=avx2
-grep -qw avx512f /proc/cpuinfo && CAP=avx512
+# PyTorch as bench/run.sh runs it (bench/torch_env.sh)
+. bench/torch_env.sh
 HAVE_TORCH=0
 $PY -c 'import torch' 2>/dev/null && HAVE_TORCH=1
 [ $HAVE_TORCH = 1 ] || echo "bench/lstm.sh: no torch for $PY; the PyTorch peer is skipped (set BENCH_PY)"
@@ -31,8 +29,7 @@ r=1
 while [ $r -le "$ROUNDS" ]; do
   luajit bench/lstm.lua --modes eager | sed "s/^/$r\t/" >> "$REC"
   luajit bench/lstm.lua --modes compiled | sed "s/^/$r\t/" >> "$REC"
-  [ $HAVE_TORCH = 0 ] || env ATEN_CPU_CAPABILITY=$CAP OMP_WAIT_POLICY=PASSIVE \
-    MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 $PY bench/peers/lstm.py --threads "$THREADS" |
+  [ $HAVE_TORCH = 0 ] || env $TORCH_ENV $PY bench/peers/lstm.py --threads "$THREADS" |
     sed "s/^/$r\t/" >> "$REC"
   r=$((r + 1))
 done

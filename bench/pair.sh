@@ -17,16 +17,14 @@ PY=${BENCH_PY:-python3}
 REC=$(mktemp)
 trap 'rm -f "$REC"' EXIT
 export TIDE_BUILD=$BUILD TIDE_NUM_THREADS=$THREADS
-CAP=avx2
-grep -qw avx512f /proc/cpuinfo && CAP=avx512
+. bench/torch_env.sh
 HAVE_TORCH=0
 "$PY" -c 'import torch' 2>/dev/null && HAVE_TORCH=1
 [ $HAVE_TORCH = 1 ] || echo "bench/pair.sh: no torch for $PY; the PyTorch peer is skipped (set BENCH_PY)"
 r=1
 while [ $r -le "$ROUNDS" ]; do
   luajit "$lua" | sed "s/^/$r\t/" >> "$REC"
-  [ $HAVE_TORCH = 0 ] || env ATEN_CPU_CAPABILITY=$CAP OMP_WAIT_POLICY=PASSIVE \
-    MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 "$PY" "$py" --threads "$THREADS" |
+  [ $HAVE_TORCH = 0 ] || env $TORCH_ENV "$PY" "$py" --threads "$THREADS" |
     sed "s/^/$r\t/" >> "$REC"
   r=$((r + 1))
 done

@@ -54,14 +54,8 @@ unset OMP_NUM_THREADS OPENBLAS_NUM_THREADS OPENBLAS_CORETYPE OPENBLAS_L2_SIZE MK
       MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_ MALLOC_TOP_PAD_ ATEN_CPU_CAPABILITY TIDE_CACHE_LIMIT
 export TIDE_BUILD=$BUILD
 
-# PyTorch at its best on this machine: AVX-512 kernels if the CPU has them
-# (ATEN_CPU_CAPABILITY=avx512 dies with SIGILL on a CPU without them), glibc
-# told to keep big blocks on the heap, passive OpenMP waiting.
-# Debian's torch calls the same OpenBLAS as tide, which picks its AVX2 kernels on
-# AMD Zen 4/5: both get its AVX-512 kernels there (tide asks for them itself).
-CAP=avx2 CORE=Haswell
-grep -qw avx512f /proc/cpuinfo && CAP=avx512 CORE=SkylakeX
-TORCH_ENV="ATEN_CPU_CAPABILITY=$CAP OPENBLAS_CORETYPE=$CORE OMP_WAIT_POLICY=PASSIVE MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736"
+# PyTorch at its best on this machine (TORCH_ENV; CAP, CORE)
+. bench/torch_env.sh
 HAVE_TORCH=0
 [ -x $PY ] && $PY -c 'import torch' 2>/dev/null && HAVE_TORCH=1
 [ $HAVE_TORCH = 1 ] || echo "bench: no torch for $PY (Debian python3-torch); PyTorch 1.13 peers skipped"
