@@ -14,20 +14,28 @@ Cases (the issue's table):
   sdpa         fused SDPA B64 H32 T256 D32 causal, fwd + bwd    ms
 Every timing waits for the device's queue (tide.opencl.synchronize) before it
 reads the clock. Usage (there: bash .gpu/run.sh --lua bench/gpu.lua [case...]);
-here on PoCL it runs too (sizes cut by --small), measuring overheads only.
+here on PoCL it runs too (sizes cut by --small), measuring overheads only, and
+--device cpu runs the same cases on the CPU (tide.compile through libgccjit),
+the figures RESULTS.md keeps beside PoCL's.
 --]]
+local root = (arg and arg[0] or ""):match("^(.*)/bench/[^/]*$") or "."
+package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
 local tide = require "tide"
 local F, nn = tide.nn.functional, tide.nn
 local clock = tide.progress.clock
-local sync = tide.opencl.synchronize
 
-local small, want = false, {}
-for _, a in ipairs(arg or {}) do
-  if a == "--small" then small = true else want[a] = true end
+local small, want, DEV = false, {}, "opencl"
+local i = 1
+while arg and arg[i] do
+  local a = arg[i]
+  if a == "--small" then small = true
+  elseif a == "--device" then DEV = assert(arg[i + 1], "--device needs a name"); i = i + 1
+  else want[a] = true end
+  i = i + 1
 end
 local function wanted(c) return next(want) == nil or want[c] end
-local DEV = "opencl"
-print(("# device: %s"):format(tide.opencl.device_name()))
+local sync = DEV == "cpu" and function() end or tide.opencl.synchronize
+print(("# device: %s"):format(DEV == "cpu" and "cpu (libgccjit)" or tide.opencl.device_name()))
 
 -- median seconds of fn over reps calls after warmup calls; the queue drained around each
 local function time(fn, reps, warmup)
