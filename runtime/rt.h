@@ -38,6 +38,13 @@ int rt_interrupted(void);
 /* A tensor argument of a public call must be live: NULL is what a freed Lua
 ** handle (x:free()) holds, or a C host's mistake. One check, one message. */
 int rt_arg_dead(const char *fn, int argn);
+/* Row kernels: ask for the next row's lines (a burst, one per 64 bytes)
+** before this row's passes, which then run from L1. The hardware's stream
+** prefetcher stops at every 4 KiB page, so each row of a (R, 1024) float32
+** tensor, a page of its own, would otherwise start with a miss to DRAM. */
+#define RT_PREFETCH_ROW(p, bytes) \
+  do { const char *pp_ = (const char *)(p); \
+       for (int64_t o_ = 0; o_ < (int64_t)(bytes); o_ += 64) __builtin_prefetch(pp_ + o_); } while (0)
 #define RT_ARG(t, fn, argn, fail) do { if (!(t)) { rt_arg_dead(fn, argn); return fail; } } while (0)
 /* Checked size arithmetic for shapes derived from user numbers (sizes >= 0):
 ** r = a*b or a+b, or the error "<op>: size overflows int64". */

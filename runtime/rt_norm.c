@@ -51,6 +51,7 @@ static inline double lanes_tree(double *l)
     int64_t D = j->D; const T *w = j->w, *b = j->b; \
     for (int64_t row = r0; row < r1; row++) { \
       const T *x = (const T *)j->x + row * D; T *y = (T *)j->y + row * D; \
+      if (row + 1 < r1) RT_PREFETCH_ROW(x + D, D * sizeof(T)); \
       double mean = 0, var; \
       if (!j->rms) { mean = LANE_SUM(D, (double)x[i]) / (double)D; \
         var = LANE_SUM(D, ((double)x[i] - mean) * ((double)x[i] - mean)) / (double)D; } \
@@ -68,6 +69,7 @@ static inline double lanes_tree(double *l)
     for (int64_t row = r0; row < r1; row++) { \
       const T *x = (const T *)j->x + row * D, *g = (const T *)j->g + row * D; \
       T *dx = j->dx ? (T *)j->dx + row * D : NULL; \
+      if (row + 1 < r1) { RT_PREFETCH_ROW(x + D, D * sizeof(T)); RT_PREFETCH_ROW(g + D, D * sizeof(T)); } \
       T m = j->rms ? (T)0 : ((const T *)j->mean)[row], r = ((const T *)j->rstd)[row]; \
       if (dx) { \
         if (!j->rms) { \

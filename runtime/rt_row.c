@@ -95,15 +95,17 @@ DEF_COL(f32, float, expf) DEF_COL(f64, double, exp)
 static void row_range_f32(void *ctx, int64_t b, int64_t e)
 {
   const RowJob *j = ctx;
-  for (int64_t p = b; p < e; p++)
-    row_f32((const float *)j->x + p * j->K, (float *)j->y + p * j->K, j->K, j->lg);
+  for (int64_t p = b; p < e; p++) {
+    if (p + 1 < e) RT_PREFETCH_ROW((const float *)j->x + (p + 1) * j->K, j->K * sizeof(float));
+    row_f32((const float *)j->x + p * j->K, (float *)j->y + p * j->K, j->K, j->lg); }
 }
 
 static void row_range_f64(void *ctx, int64_t b, int64_t e)
 {
   const RowJob *j = ctx;
-  for (int64_t p = b; p < e; p++)
-    row_f64((const double *)j->x + p * j->K, (double *)j->y + p * j->K, j->K, j->lg);
+  for (int64_t p = b; p < e; p++) {
+    if (p + 1 < e) RT_PREFETCH_ROW((const double *)j->x + (p + 1) * j->K, j->K * sizeof(double));
+    row_f64((const double *)j->x + p * j->K, (double *)j->y + p * j->K, j->K, j->lg); }
 }
 
 /* unit u = (p, column chunk) */
