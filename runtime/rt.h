@@ -41,10 +41,12 @@ int rt_arg_dead(const char *fn, int argn);
 /* Row kernels: ask for the next row's lines (a burst, one per 64 bytes)
 ** before this row's passes, which then run from L1. The hardware's stream
 ** prefetcher stops at every 4 KiB page, so each row of a (R, 1024) float32
-** tensor, a page of its own, would otherwise start with a miss to DRAM. */
+** tensor, a page of its own, would otherwise start with a miss to DRAM.
+** Rows past 16 KiB (measured up to there) are left to the hardware: a burst
+** that long would evict the row being worked on. */
 #define RT_PREFETCH_ROW(p, bytes) \
-  do { const char *pp_ = (const char *)(p); \
-       for (int64_t o_ = 0; o_ < (int64_t)(bytes); o_ += 64) __builtin_prefetch(pp_ + o_); } while (0)
+  do { const char *pp_ = (const char *)(p); int64_t n_ = (int64_t)(bytes); \
+       if (n_ <= 16384) for (int64_t o_ = 0; o_ < n_; o_ += 64) __builtin_prefetch(pp_ + o_); } while (0)
 #define RT_ARG(t, fn, argn, fail) do { if (!(t)) { rt_arg_dead(fn, argn); return fail; } } while (0)
 /* Checked size arithmetic for shapes derived from user numbers (sizes >= 0):
 ** r = a*b or a+b, or the error "<op>: size overflows int64". */
