@@ -58,7 +58,6 @@ local function result(case, peer, sec, fig, unit)
   io.stdout:flush()
 end
 
-local function on(t) return t:to(DEV) end
 local S = small and 1 / 64 or 1
 
 if wanted("add") then
