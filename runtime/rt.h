@@ -38,15 +38,21 @@ int rt_interrupted(void);
 /* A tensor argument of a public call must be live: NULL is what a freed Lua
 ** handle (x:free()) holds, or a C host's mistake. One check, one message. */
 int rt_arg_dead(const char *fn, int argn);
-/* Row kernels: ask for the next row's lines (a burst, one per 64 bytes)
-** before this row's passes, which then run from L1. The hardware's stream
-** prefetcher stops at every 4 KiB page, so each row of a (R, 1024) float32
-** tensor, a page of its own, would otherwise start with a miss to DRAM.
-** Rows past 16 KiB (measured up to there) are left to the hardware: a burst
-** that long would evict the row being worked on. */
-#define RT_PREFETCH_ROW(p, bytes) \
-  do { const char *pp_ = (const char *)(p); int64_t n_ = (int64_t)(bytes); \
-       if (n_ <= 16384) for (int64_t o_ = 0; o_ < n_; o_ += 64) __builtin_prefetch(pp_ + o_); } while (0)
+/* Row kernels: ask for the lines of [p, p + bytes). The row kernels ask for
+** the next row's lines a piece at a time during a pass over this row: the
+** hardware's stream prefetcher stops at every 4 KiB page, so each row of a
+** (R, 1024) float32 tensor, a page of its own, would otherwise start with
+** misses to DRAM; a burst of a whole row at its start stalls on the fill
+** buffers, where requests spread over the pass overlap the row's arithmetic.
+** The backward kernels ask for their output row's lines too (their long
+** second pass otherwise waits on the stores' misses); the forward kernels
+** measured slower with it. Rows longer than RT_PREFETCH_ROW_MAX leave the
+** next one to the hardware: L2 holds a row's passes and the next row's lines
+** only when rows are short. */
+#define RT_PREFETCH_ROW_MAX 65536
+#define RT_PREFETCH(p, bytes) \
+  do { const char *pp_ = (const char *)(p); size_t n_ = (size_t)(bytes); \
+       for (size_t o_ = 0; o_ < n_; o_ += 64) __builtin_prefetch(pp_ + o_); } while (0)
 #define RT_ARG(t, fn, argn, fail) do { if (!(t)) { rt_arg_dead(fn, argn); return fail; } } while (0)
 /* Checked size arithmetic for shapes derived from user numbers (sizes >= 0):
 ** r = a*b or a+b, or the error "<op>: size overflows int64". */

@@ -33,11 +33,19 @@ static inline double lanes_tree(double *l)
   return l[0];
 }
 
-#define LANE_SUM(n, EXPR) ({ \
-  double l_[NL] = { 0 }; int64_t i_ = 0; \
-  for (; i_ + NL <= (n); i_ += NL) for (int j_ = 0; j_ < NL; j_++) { int64_t i = i_ + j_; l_[j_] += (EXPR); } \
-  for (int j_ = 0; i_ + j_ < (n); j_++) { int64_t i = i_ + j_; l_[j_] += (EXPR); } \
-  lanes_tree(l_); })
+/* The loop of the lane sums: BODY for i in [0, n), lane j_ = i % NL. PF runs
+** once per NL elements with i_ the step's first index (a prefetch in step). */
+#define LANE_LOOP(n, PF, BODY) do { int64_t i_ = 0; \
+  for (; i_ + NL <= (n); i_ += NL) { PF; for (int j_ = 0; j_ < NL; j_++) { int64_t i = i_ + j_; BODY; } } \
+  for (int j_ = 0; i_ + j_ < (n); j_++) { int64_t i = i_ + j_; BODY; } } while (0)
+/* The next row's lines at the step's elements (RT_PREFETCH), one row ahead */
+#define PF_STEP(p) RT_PREFETCH((p) + i_, NL * sizeof *(p))
+
+#define LANE_SUM(n, EXPR) ({ double l_[NL] = { 0 }; LANE_LOOP(n, (void)0, l_[j_] += (EXPR)); lanes_tree(l_); })
+#define LANE_SUM_PF(n, EXPR, PF) ({ double l_[NL] = { 0 }; LANE_LOOP(n, PF, l_[j_] += (EXPR)); lanes_tree(l_); })
+/* two sums in one pass: A = sum EA, C = sum EC */
+#define LANE_SUM2_PF(n, A, EA, C, EC, PF) do { double la_[NL] = { 0 }, lc_[NL] = { 0 }; \
+  LANE_LOOP(n, PF, (la_[j_] += (EA), lc_[j_] += (EC))); (A) = lanes_tree(la_); (C) = lanes_tree(lc_); } while (0)
 
 /* -- layer_norm and rms_norm ------------------------------------------------------------------
 ** x (R, D) contiguous. layer_norm: m = mean x, r = 1/sqrt(mean (x-m)^2 + eps),
@@ -51,11 +59,12 @@ static inline double lanes_tree(double *l)
     int64_t D = j->D; const T *w = j->w, *b = j->b; \
     for (int64_t row = r0; row < r1; row++) { \
       const T *x = (const T *)j->x + row * D; T *y = (T *)j->y + row * D; \
-      if (row + 1 < r1) RT_PREFETCH_ROW(x + D, D * sizeof(T)); \
+      int64_t nr = row + 1 < r1 && D * (int64_t)sizeof(T) <= RT_PREFETCH_ROW_MAX ? D : 0; \
+      const T *nx = x + nr;   /* the next row's, prefetched */ \
       double mean = 0, var; \
-      if (!j->rms) { mean = LANE_SUM(D, (double)x[i]) / (double)D; \
+      if (!j->rms) { mean = LANE_SUM_PF(D, (double)x[i], PF_STEP(nx)) / (double)D; \
         var = LANE_SUM(D, ((double)x[i] - mean) * ((double)x[i] - mean)) / (double)D; } \
-      else var = LANE_SUM(D, (double)x[i] * (double)x[i]) / (double)D; \
+      else var = LANE_SUM_PF(D, (double)x[i] * (double)x[i], PF_STEP(nx)) / (double)D; \
       T m = (T)mean, r = (T)(1.0 / sqrt(var + j->eps)); \
       if (j->mean) ((T *)j->mean)[row] = m; \
       ((T *)j->rstd)[row] = r; \
@@ -63,30 +72,38 @@ static inline double lanes_tree(double *l)
       else if (w) for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r * w[i]; \
       else if (b) for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r + b[i]; \
       else for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r; } } \
-  /* rows [r0, r1): dx; pw, pb (D doubles each, or NULL) accumulate dw, db */ \
+  /* rows [r0, r1): dx; pw, pb (D doubles each, or NULL) accumulate dw, db. \
+  ** Two passes a row: both row sums in one, then dx and the dw/db partials \
+  ** in the other (the row stays in L1 between them). */ \
   static void norm_bwd_##sfx(const RtNormJob *j, int64_t r0, int64_t r1, double *pw, double *pb) { \
     int64_t D = j->D; const T *w = j->w; \
     for (int64_t row = r0; row < r1; row++) { \
       const T *x = (const T *)j->x + row * D, *g = (const T *)j->g + row * D; \
       T *dx = j->dx ? (T *)j->dx + row * D : NULL; \
-      if (row + 1 < r1) { RT_PREFETCH_ROW(x + D, D * sizeof(T)); RT_PREFETCH_ROW(g + D, D * sizeof(T)); } \
+      int64_t nr = row + 1 < r1 && D * (int64_t)sizeof(T) <= RT_PREFETCH_ROW_MAX ? D : 0; \
+      const T *nx = x + nr, *ng = g + nr; T *ndx = dx ? dx + nr : dx;   /* the next row's, prefetched */ \
       T m = j->rms ? (T)0 : ((const T *)j->mean)[row], r = ((const T *)j->rstd)[row]; \
+      T ta = 0, tc = 0; \
       if (dx) { \
         if (!j->rms) { \
-          double a = (w ? LANE_SUM(D, (double)(g[i] * w[i])) : LANE_SUM(D, (double)g[i])) / (double)D; \
-          double c = (w ? LANE_SUM(D, (double)(g[i] * w[i]) * (double)((x[i] - m) * r)) \
-                        : LANE_SUM(D, (double)g[i] * (double)((x[i] - m) * r))) / (double)D; \
-          T ta = (T)a, tc = (T)c; \
-          if (w) for (int64_t i = 0; i < D; i++) dx[i] = r * (g[i] * w[i] - ta - (x[i] - m) * r * tc); \
-          else for (int64_t i = 0; i < D; i++) dx[i] = r * (g[i] - ta - (x[i] - m) * r * tc); \
+          double a, c; \
+          if (w) LANE_SUM2_PF(D, a, (double)(g[i] * w[i]), c, (double)(g[i] * w[i]) * (double)((x[i] - m) * r), PF_STEP(nx); PF_STEP(ng); PF_STEP(ndx)); \
+          else LANE_SUM2_PF(D, a, (double)g[i], c, (double)g[i] * (double)((x[i] - m) * r), PF_STEP(nx); PF_STEP(ng); PF_STEP(ndx)); \
+          ta = (T)(a / (double)D); tc = (T)(c / (double)D); \
         } else { \
-          double c = (w ? LANE_SUM(D, (double)(g[i] * w[i]) * (double)x[i]) \
-                        : LANE_SUM(D, (double)g[i] * (double)x[i])) / (double)D; \
-          T tc = (T)((double)r * (double)r * c); \
-          if (w) for (int64_t i = 0; i < D; i++) dx[i] = r * (g[i] * w[i] - x[i] * tc); \
-          else for (int64_t i = 0; i < D; i++) dx[i] = r * (g[i] - x[i] * tc); } } \
-      if (pw) for (int64_t i = 0; i < D; i++) pw[i] += (double)(g[i] * ((x[i] - m) * r)); \
-      if (pb) for (int64_t i = 0; i < D; i++) pb[i] += (double)g[i]; } }
+          double c = (w ? LANE_SUM_PF(D, (double)(g[i] * w[i]) * (double)x[i], PF_STEP(nx); PF_STEP(ng); PF_STEP(ndx)) \
+                        : LANE_SUM_PF(D, (double)g[i] * (double)x[i], PF_STEP(nx); PF_STEP(ng); PF_STEP(ndx))) / (double)D; \
+          tc = (T)((double)r * (double)r * c); } } \
+      /* dx: layer_norm r (g w - a - xh c), rms_norm r (g w - x c'); xh = (x - m) r */ \
+      if (dx && pw && pb) \
+        for (int64_t i = 0; i < D; i++) { T gw = w ? g[i] * w[i] : g[i], xh = (x[i] - m) * r; \
+          dx[i] = j->rms ? r * (gw - x[i] * tc) : r * (gw - ta - xh * tc); \
+          pw[i] += (double)(g[i] * xh); pb[i] += (double)g[i]; } \
+      else { \
+        if (dx) for (int64_t i = 0; i < D; i++) { T gw = w ? g[i] * w[i] : g[i]; \
+          dx[i] = j->rms ? r * (gw - x[i] * tc) : r * (gw - ta - (x[i] - m) * r * tc); } \
+        if (pw) for (int64_t i = 0; i < D; i++) pw[i] += (double)(g[i] * ((x[i] - m) * r)); \
+        if (pb) for (int64_t i = 0; i < D; i++) pb[i] += (double)g[i]; } } }
 DEF_NORM(f32, float)
 DEF_NORM(f64, double)
 
@@ -213,10 +230,12 @@ static void bn_range(void *ctx, int64_t b, int64_t e)
 #define SM_CW 256
 
 #define DEF_SMB(sfx, T, EXP) \
-  static void smb_row_##sfx(const T *restrict g, const T *restrict y, T *restrict dx, int64_t K, bool lg) { \
-    if (!lg) { T s = (T)LANE_SUM(K, (double)(g[i] * y[i])); \
+  /* ng, ny, ndx: the next row's, prefetched during the sum's pass */ \
+  static void smb_row_##sfx(const T *restrict g, const T *restrict y, T *restrict dx, int64_t K, bool lg, \
+                            const T *ng, const T *ny, T *ndx) { \
+    if (!lg) { T s = (T)LANE_SUM_PF(K, (double)(g[i] * y[i]), PF_STEP(ng); PF_STEP(ny); PF_STEP(ndx)); \
       for (int64_t i = 0; i < K; i++) dx[i] = y[i] * (g[i] - s); } \
-    else { T s = (T)LANE_SUM(K, (double)g[i]); \
+    else { T s = (T)LANE_SUM_PF(K, (double)g[i], PF_STEP(ng); PF_STEP(ny); PF_STEP(ndx)); \
       for (int64_t i = 0; i < K; i++) dx[i] = g[i] - EXP(y[i]) * s; } } \
   static void smb_col_##sfx(const T *g, const T *y, T *dx, int64_t K, int64_t M, int64_t mc, bool lg) { \
     double s[SM_CW]; T ts[SM_CW]; \
@@ -243,8 +262,13 @@ static void smb_range(void *ctx, int64_t b, int64_t e)
            mc = M - c0 < SM_CW ? M - c0 : SM_CW; off = p * K * M + c0; }
     const char *g = (const char *)j->g + off * es, *y = (const char *)j->y + off * es;
     char *dx = (char *)j->dx + off * es;
-    if (M == 1) { if (f64) smb_row_f64((const double *)g, (const double *)y, (double *)dx, K, lg);
-                  else smb_row_f32((const float *)g, (const float *)y, (float *)dx, K, lg); }
+    if (M == 1) {
+      int64_t nr = u + 1 < e && K * es <= RT_PREFETCH_ROW_MAX ? K * es : 0;   /* to the next row (prefetched) */
+      if (f64) smb_row_f64((const double *)g, (const double *)y, (double *)dx, K, lg,
+                           (const double *)(g + nr), (const double *)(y + nr), (double *)(dx + nr));
+      else smb_row_f32((const float *)g, (const float *)y, (float *)dx, K, lg,
+                       (const float *)(g + nr), (const float *)(y + nr), (float *)(dx + nr));
+    }
     else if (f64) smb_col_f64((const double *)g, (const double *)y, (double *)dx, K, M, mc, lg);
     else smb_col_f32((const float *)g, (const float *)y, (float *)dx, K, M, mc, lg);
   }

@@ -53,12 +53,14 @@ typedef struct {
 **   m = max x (ROW_W lanes);  y = e = exp(x - m), s = sum e (double lanes, same pass)
 **   softmax: y = e / s (in cache);  log_softmax: y = x - (m + log s) */
 #define DEF_ROW(sfx, T, EXP) \
-  static void row_##sfx(const T *restrict x, T *restrict y, int64_t K, bool lg) { \
+  /* nx, ny: the next row's (or this one's), prefetched during the max pass */ \
+  static void row_##sfx(const T *restrict x, T *restrict y, int64_t K, bool lg, const T *nx, T *ny) { \
     T l[ROW_W]; double s[ROW_W]; \
     int64_t nl = K < 1 ? 1 : K < ROW_W ? K : ROW_W, i, j; \
     for (j = 0; j < nl; j++) { l[j] = -INFINITY; s[j] = 0; } \
     for (i = 0; i < K; i += ROW_W) { \
       int64_t n = K - i < ROW_W ? K - i : ROW_W; \
+      RT_PREFETCH(nx + i, n * sizeof(T)); \
       for (j = 0; j < n; j++) l[j] = R_MAX(l[j], x[i + j]); } \
     for (j = 1; j < nl; j++) l[0] = R_MAX(l[0], l[j]); \
     T m = l[0]; \
@@ -92,21 +94,14 @@ typedef struct {
 DEF_ROW(f32, float, expf) DEF_ROW(f64, double, exp)
 DEF_COL(f32, float, expf) DEF_COL(f64, double, exp)
 
-static void row_range_f32(void *ctx, int64_t b, int64_t e)
-{
-  const RowJob *j = ctx;
-  for (int64_t p = b; p < e; p++) {
-    if (p + 1 < e) RT_PREFETCH_ROW((const float *)j->x + (p + 1) * j->K, j->K * sizeof(float));
-    row_f32((const float *)j->x + p * j->K, (float *)j->y + p * j->K, j->K, j->lg); }
-}
-
-static void row_range_f64(void *ctx, int64_t b, int64_t e)
-{
-  const RowJob *j = ctx;
-  for (int64_t p = b; p < e; p++) {
-    if (p + 1 < e) RT_PREFETCH_ROW((const double *)j->x + (p + 1) * j->K, j->K * sizeof(double));
-    row_f64((const double *)j->x + p * j->K, (double *)j->y + p * j->K, j->K, j->lg); }
-}
+#define ROW_RANGE(sfx, T) \
+  static void row_range_##sfx(void *ctx, int64_t b, int64_t e) { \
+    const RowJob *j = ctx; \
+    for (int64_t p = b; p < e; p++) { \
+      int64_t nr = p + 1 < e && j->K * (int64_t)sizeof(T) <= RT_PREFETCH_ROW_MAX ? j->K : 0; \
+      const T *x = (const T *)j->x + p * j->K; T *y = (T *)j->y + p * j->K; \
+      row_##sfx(x, y, j->K, j->lg, x + nr, y + nr); } }
+ROW_RANGE(f32, float) ROW_RANGE(f64, double)
 
 /* unit u = (p, column chunk) */
 #define COL_RANGE(sfx, T) \
