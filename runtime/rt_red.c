@@ -47,6 +47,7 @@ RED_SIMD float expf(float);
 #define RED_CSEG   (1 << 19)  /* elements per segment (column case) */
 #define RED_ROWK   32         /* rows shorter than this fold sequentially, many per call */
 #define RED_GRAIN  32768      /* elements per thread chunk, at least */
+#define RED_PF     (4 * RED_W) /* row case: elements ahead that are asked for (RT_PREFETCH) */
 
 /* -- Fold kernels ---------------------------------------------------------------------------- */
 
@@ -407,10 +408,14 @@ static int64_t red_segment(const RedJob *j, int64_t item, int64_t s, char *acc, 
     int64_t k = pos % K, roff = red_row_start(pl, pos / K, ri);
     while (pos < end) {
       int64_t run = K - k < end - pos ? K - k : end - pos;
-      /* one call per RED_W block: blocking 4 blocks per call measured slower here */
+      /* one call per RED_W block: blocking 4 blocks per call measured slower here.
+      ** The block RED_PF ahead is asked for: the hardware prefetcher restarts at
+      ** every 4 KiB page and left a cold float32 sum at ~2/3 of the bandwidth. */
       const char *px = j->x + (xoff + roff + k) * es;
-      for (int64_t b = 0; b < run; b += RED_W)
+      for (int64_t b = 0; b < run; b += RED_W) {
+        if (b + RED_PF < run) RT_PREFETCH(px + (b + RED_PF) * es, (run - b - RED_PF < RED_W ? run - b - RED_PF : RED_W) * es);
         j->f.col(px + b * es, run - b < RED_W ? run - b : RED_W, 1, 0, acc, idx, pos + b, 1, cen, j->p);
+      }
       pos += run; k = 0;
       roff = red_row_next(pl, roff, ri);
     }
