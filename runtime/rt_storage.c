@@ -60,15 +60,25 @@ TD_API void td_reset_peak_memory_stats(void)
 ** A request its own class cannot serve takes a cached block of the next
 ** classes up to twice its size: a fresh block costs page faults (about 0.4 ms
 ** a MiB in a VM here, the kernel zeroing each page), more than most kernels
-** that fill it, so a 32 MiB result after 64 MiB ones reuses their pages. A
-** block therefore records its class in a 64-byte header before the data. */
+** that fill it, so a 32 MiB result after 64 MiB ones reuses their pages.
+** Failing that, a larger cached block is split: the request takes its front
+** and the rest goes back to the cache as a block of the largest class that
+** fits, so the 6 MiB results of one phase reuse the pages of another phase's
+** 512 MiB blocks instead of faulting fresh ones. The pieces of a split block
+** share a Slab, and the memory goes back to the system with the last of them.
+** A block therefore has a 64-byte header before the data: its class and Slab. */
 #define CACHE_MIN   ((size_t)1 << 16)
 #define NCLASS      (4 * 40)
 #define HDR         64
 #define REACH       4                           /* classes above a request's own: up to 2x */
+typedef struct { void *base; int64_t pieces; } Slab;   /* a split block: its malloc'd base, live pieces */
+typedef struct { int cls; size_t size; Slab *slab; } BlockHdr;   /* size: the data bytes; slab NULL: a block of its own */
+_Static_assert(sizeof(BlockHdr) <= HDR, "block header fits");
 static size_t cache_limit = (size_t)4 << 30;   /* TIDE_CACHE_LIMIT bytes */
 static void **cache_head[NCLASS];
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static BlockHdr *hdr_of(void *p) { return (BlockHdr *)((char *)p - HDR); }
 
 static int size_class(size_t n, size_t *rounded)
 {
@@ -80,7 +90,57 @@ static int size_class(size_t n, size_t *rounded)
   return (k - 16) * 4 + j;
 }
 
-static size_t class_bytes(int c) { return ((size_t)1 << (c / 4 + 16)) / 4 * (size_t)(4 + c % 4); }
+/* the system's memory back: a block, or its piece of a Slab */
+static void block_release(void *p)
+{
+  BlockHdr *h = hdr_of(p);
+  Slab *s = h->slab;
+  if (!s) { free(h); return; }
+  if (__atomic_sub_fetch(&s->pieces, 1, __ATOMIC_ACQ_REL) == 0) { free(s->base); free(s); }
+}
+
+/* Under cache_mu: pop a cached block of class k, or NULL; push one. */
+static char *cache_pop(int k)
+{
+  char *p = (char *)cache_head[k];
+  if (p) { cache_head[k] = (void **)*(void **)p; __atomic_sub_fetch(&cached_bytes, (int64_t)hdr_of(p)->size, __ATOMIC_RELAXED); }
+  return p;
+}
+
+static void cache_push(char *p)
+{
+  BlockHdr *h = hdr_of(p);
+  *(void **)p = cache_head[h->cls]; cache_head[h->cls] = (void **)p;
+  __atomic_add_fetch(&cached_bytes, (int64_t)h->size, __ATOMIC_RELAXED);
+}
+
+/* Under cache_mu: the front r bytes (class c) of the smallest cached block
+** above reach, the rest cached as a block of its own class; NULL if none. */
+static char *cache_split(int c, size_t r)
+{
+  int k = c + REACH + 1;
+  while (k < NCLASS && !cache_head[k]) k++;
+  if (k >= NCLASS) return NULL;
+  char *p = cache_pop(k);
+  BlockHdr *h = hdr_of(p);
+  size_t rest = h->size - r;                     /* the remainder's header and data */
+  Slab *s = h->slab;
+  if (!s) {
+    if (!(s = malloc(sizeof *s))) { cache_push(p); return NULL; }
+    s->base = h; s->pieces = 1;
+  }
+  h->cls = c; h->slab = s;
+  if (rest >= HDR + CACHE_MIN) {                 /* else the slack stays with the piece */
+    size_t rr; int rc = size_class(rest - HDR, &rr);
+    if (rr > rest - HDR) rc--;                   /* the largest class that fits */
+    char *q = p + r + HDR;
+    *hdr_of(q) = (BlockHdr){ .cls = rc, .size = rest - HDR, .slab = s };
+    __atomic_add_fetch(&s->pieces, 1, __ATOMIC_ACQ_REL);
+    h->size = r;
+    cache_push(q);
+  }
+  return p;
+}
 
 void *rt_alloc(size_t n)
 {
@@ -93,17 +153,14 @@ void *rt_alloc(size_t n)
   if (c >= NCLASS) return NULL;
   char *p = NULL;
   pthread_mutex_lock(&cache_mu);
-  for (int k = c; k <= c + REACH && k < NCLASS && !p; k++)
-    if (cache_head[k]) {
-      p = (char *)cache_head[k];
-      cache_head[k] = (void **)*(void **)p;
-      __atomic_sub_fetch(&cached_bytes, (int64_t)class_bytes(k), __ATOMIC_RELAXED);
-    }
+  for (int k = c; k <= c + REACH && k < NCLASS && !p; k++) p = cache_pop(k);
+  if (!p) p = cache_split(c, r);
   pthread_mutex_unlock(&cache_mu);
   if (p) return p;
-  if (!(p = aligned_alloc(64, r + HDR))) return NULL;
-  *(int *)p = c;
-  return p + HDR;
+  BlockHdr *h = aligned_alloc(64, r + HDR);
+  if (!h) return NULL;
+  *h = (BlockHdr){ .cls = c, .size = r, .slab = NULL };
+  return (char *)h + HDR;
 }
 
 void rt_free(void *p, size_t n)
@@ -111,14 +168,12 @@ void rt_free(void *p, size_t n)
   if (!p) return;
   if (n == 0) n = 64;
   if (n < CACHE_MIN) { free(p); return; }
-  int c = *(int *)((char *)p - HDR);             /* the block's own class (it may serve smaller requests) */
-  size_t r = class_bytes(c);
   pthread_mutex_lock(&cache_mu);
-  if ((size_t)cached_bytes + r <= cache_limit) {     /* (cached_bytes only changes under cache_mu) */
-    *(void **)p = cache_head[c]; cache_head[c] = p; __atomic_add_fetch(&cached_bytes, (int64_t)r, __ATOMIC_RELAXED); p = NULL;
+  if ((size_t)cached_bytes + hdr_of(p)->size <= cache_limit) {   /* (cached_bytes only changes under cache_mu) */
+    cache_push(p); p = NULL;                     /* on its own class's list (it may serve smaller requests) */
   }
   pthread_mutex_unlock(&cache_mu);
-  if (p) free((char *)p - HDR);
+  if (p) block_release(p);
 }
 
 TD_API void td_empty_cache(void)
@@ -126,7 +181,7 @@ TD_API void td_empty_cache(void)
   rt_mm_tile_clear();                       /* its packed weights go back to the blocks freed below */
   pthread_mutex_lock(&cache_mu);
   for (int c = 0; c < NCLASS; c++)
-    for (void **p = cache_head[c]; p; ) { void **nx = (void **)*p; free((char *)p - HDR); p = nx; }
+    for (void **p = cache_head[c]; p; ) { void **nx = (void **)*p; block_release(p); p = nx; }
   memset(cache_head, 0, sizeof cache_head);
   __atomic_store_n(&cached_bytes, 0, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&cache_mu);
