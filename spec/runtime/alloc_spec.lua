@@ -59,7 +59,7 @@ for round = 1, 20 do
   local xs = {}
   for i = 1, 6 do
     local n = (round * 7 + i * 13) % 5 + 1       -- 1-5 MiB of float32
-    xs[i] = tide.randn(n * MiB / 4 * 4):mul(2)  -- results of 2-thread kernels
+    xs[i] = tide.randn(n * MiB / 4):mul(2)      -- results of 2-thread kernels
   end
   for i = 1, 6, 2 do xs[i]:free() end
   local s = 0
