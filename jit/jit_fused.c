@@ -139,7 +139,7 @@ static td_tensor *norm_entry(const char *fn, td_tensor *x, int nd, td_tensor *w,
   }
   RtNormJob j = { .kind = RT_NORM_FWD, .dtype = dt, .R = R, .D = D, .x = xc->ptr, .w = wc ? wc->ptr : NULL,
                   .b = bc ? bc->ptr : NULL, .y = y->ptr, .mean = mean ? mean->ptr : NULL, .rstd = rstd->ptr,
-                  .eps = eps, .rms = rms };
+                  .eps = eps, .rms = rms, .y_cold = rt_cold(y) };
   if (rt_norm_run(&j)) goto fail;
   if (grad) {
     if (!(n = jit_node_custom(rms ? &rms_norm_rule : &layer_norm_rule, 3))) goto fail;

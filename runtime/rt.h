@@ -99,7 +99,8 @@ void rt_store(void *p, int dt, double v);     /* one element from double */
 typedef struct RtStorage {
   int32_t refcount;
   int16_t device_type;
-  int16_t inline_data;           /* data lives in the same small block (rt_storage.c) */
+  uint8_t inline_data;           /* data lives in the same small block (rt_storage.c) */
+  uint8_t cold;                  /* its block left the caches before it was handed out (rt_alloc) */
   uint64_t version;              /* bumped by every in-place write (autograd checks) */
   size_t nbytes;
   void *ptr;                     /* 64-byte aligned; NULL for a traced storage */
@@ -116,6 +117,7 @@ RtStorage *rt_storage_new(size_t nbytes);      /* NULL + error on failure */
 void rt_storage_retain(RtStorage *s);
 void rt_storage_release(RtStorage *s);
 void *rt_alloc(size_t nbytes);                 /* caching allocator, 64-byte aligned */
+void *rt_alloc_cold(size_t nbytes, bool *cold);  /* the same; *cold: a cached block gone stale (RtStorage.cold) */
 void rt_free(void *p, size_t nbytes);
 void rt_live_add(int64_t delta);              /* host bytes (tensor headers) for the GC pacer */
 void rt_mem_add(int device, int64_t delta);    /* storage bytes of a device (and the pacer's count) */
@@ -152,6 +154,9 @@ void rt_tensor_contig_strides(int ndim, const int64_t *size, int64_t *stride);
 int64_t rt_numel(int ndim, const int64_t *size);
 bool rt_tensor_is_contig(const td_tensor *t);
 static inline char *rt_ptr(const td_tensor *t) { return (char *)t->ptr; }
+/* t's storage came from a cached block that had left the caches (rt_isa.h streams into it) */
+extern int64_t rt_streamed;                   /* eager results streamed so far (td_memory_stats) */
+static inline bool rt_cold(const td_tensor *t) { return t->rt_storage && t->rt_storage->cold; }
 static inline void rt_bump_version(td_tensor *t) { if (t->rt_storage) t->rt_storage->version++; }
 
 /* -- The dispatcher's call record ------------------------------------------------ */
@@ -223,6 +228,8 @@ typedef struct RtNormJob {
   void *var;                     /* batch_norm: the biased batch variance per channel (or NULL) */
   double eps;
   int rms;                       /* rms_norm instead of layer_norm */
+  bool y_cold;                   /* fwd: y's block is cold (rt_cold) */
+  bool stream;                   /* fwd: y is streamed (rt_isa.h), decided at the entry */
   /* cross_entropy: x (R, D) logits */
   const int64_t *target;         /* R class indices, 0-based */
   int64_t ignore;                /* the ignored index */

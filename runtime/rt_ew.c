@@ -338,6 +338,7 @@ typedef struct {
   td_attrs at;                             /* what a unary loop reads (the call's, or pow's exponent) */
   int kind;                                /* 1 unary, 2 binary, 3 where */
   Loop1 l1; Loop2 l2;
+  bool nt;                                 /* a large result: streamed (rt_isa.h) */
 } EwIter;
 
 #if RT_ISA_SHARED
@@ -391,6 +392,44 @@ static void where_loop(int64_t n, char *o, int64_t so, const char *c, int64_t sc
     memcpy(o + i * so * es, c[i * sc] ? a + i * sa * es : b + i * sb * es, es);
 }
 
+/* n elements along the last dim from the operands at p */
+static void iter_call(const EwIter *it, int64_t n, char *const *p)
+{
+  int last = it->nd - 1;
+  if (it->kind == 1) it->l1(n, p[0], it->strides[0][last], p[1], it->strides[1][last], &it->at);
+  else if (it->kind == 2) it->l2(n, p[0], it->strides[0][last], p[1], it->strides[1][last], p[2], it->strides[2][last]);
+  else where_loop(n, p[0], it->strides[0][last], p[1], it->strides[1][last], p[2], it->strides[2][last],
+                  p[3], it->strides[3][last], it->esize[0]);
+}
+
+/* A streamed run (unit-stride output): pieces of EW_NT bytes are computed
+** into a cached buffer, then streamed to the output; a head up to the first
+** vector boundary and a tail of less than a vector are written directly. */
+#define EW_NT 16384
+static void iter_stream(const EwIter *it, int64_t n, char **p)
+{
+  char buf[EW_NT] __attribute__((aligned(64)));
+  int last = it->nd - 1, es = it->esize[0];
+  int64_t mis = (int64_t)((uintptr_t)p[0] % RT_VEC_BYTES), head = 0;
+  if (mis) head = (RT_VEC_BYTES - mis) % es ? n : (RT_VEC_BYTES - mis) / es;
+  for (int64_t c = 0; c < n; ) {
+    int64_t m = c < head ? head - c : n - c < EW_NT / es ? n - c : EW_NT / es;
+    if (m > n - c) m = n - c;
+    char *q[EW_MAXOP];
+    for (int k = 0; k < it->nop; k++) q[k] = p[k] + c * it->strides[k][last] * it->esize[k];
+    int64_t bytes = m * es / RT_VEC_BYTES * RT_VEC_BYTES;
+    if (c < head || bytes == 0) iter_call(it, m, q);
+    else {
+      m = bytes / es;
+      char *dst = q[0];
+      q[0] = buf;
+      iter_call(it, m, q);
+      for (int64_t o = 0; o < bytes; o += RT_VEC_BYTES) rt_stream_vf((float *)(dst + o), (const float *)(buf + o));
+    }
+    c += m;
+  }
+}
+
 static void iter_range(void *vit, int64_t begin, int64_t end)
 {
   const EwIter *it = vit;
@@ -398,6 +437,7 @@ static void iter_range(void *vit, int64_t begin, int64_t end)
   int64_t idx[TD_MAX_DIMS], rem = begin;
   for (int d = last; d >= 0; d--) { idx[d] = rem % it->sizes[d]; rem /= it->sizes[d]; }
   int64_t pos = begin;
+  bool nt = it->nt && it->strides[0][last] == 1;
   while (pos < end) {
     int64_t run = it->sizes[last] - idx[last];
     if (run > end - pos) run = end - pos;
@@ -407,14 +447,12 @@ static void iter_range(void *vit, int64_t begin, int64_t end)
       for (int d = 0; d < nd; d++) off += idx[d] * it->strides[k][d];
       p[k] = it->ptr[k] + off * it->esize[k];
     }
-    if (it->kind == 1) it->l1(run, p[0], it->strides[0][last], p[1], it->strides[1][last], &it->at);
-    else if (it->kind == 2) it->l2(run, p[0], it->strides[0][last], p[1], it->strides[1][last], p[2], it->strides[2][last]);
-    else where_loop(run, p[0], it->strides[0][last], p[1], it->strides[1][last], p[2], it->strides[2][last],
-                    p[3], it->strides[3][last], it->esize[0]);
+    if (nt) iter_stream(it, run, p); else iter_call(it, run, p);
     pos += run;
     idx[last] += run;
     for (int d = last; d > 0 && idx[d] == it->sizes[d]; d--) { idx[d] = 0; idx[d - 1]++; }
   }
+  if (nt) rt_stream_end();
 }
 
 /* -- The kernel ---------------------------------------------------------------------------------- */
@@ -488,6 +526,7 @@ int RT_ISA_FN(rt_kern_ew)(RtCall *c, td_tensor *out)
   }
   if (!rc && out->nelem > 0) {
     iter_init(&it, out, nin, in);
+    it.nt = rt_stream_rows(rt_cold(out), NULL, out->nelem * it.esize[0], 0);   /* iter_stream aligns */
     rt_parallel_for(out->nelem, EW_GRAIN, iter_range, &it);
   }
   for (int i = 0; i < c->nin; i++) td_release(in[i]);

@@ -45,8 +45,13 @@ static void isa_set(int level)
   isa_level = level;
 }
 
+int rt_stream_on = 1;                       /* rt_isa.h: TIDE_STREAM=0 turns streaming stores off */
+int64_t rt_streamed;
+
 __attribute__((constructor)) static void isa_init(void)
 {
+  const char *st = getenv("TIDE_STREAM");
+  if (st && *st == '0') rt_stream_on = 0;
   isa_cpu = cpu_level();
   int level = isa_cpu;
   const char *e = getenv("TIDE_ISA");

@@ -57,6 +57,7 @@ static inline double lanes_tree(double *l)
 #define DEF_NORM(sfx, T) \
   static void norm_fwd_##sfx(const RtNormJob *j, int64_t r0, int64_t r1) { \
     int64_t D = j->D; const T *w = j->w, *b = j->b; \
+    bool nt = j->stream; \
     for (int64_t row = r0; row < r1; row++) { \
       const T *x = (const T *)j->x + row * D; T *y = (T *)j->y + row * D; \
       int64_t nr = row + 1 < r1 && D * (int64_t)sizeof(T) <= RT_PREFETCH_ROW_MAX ? D : 0; \
@@ -68,10 +69,16 @@ static inline double lanes_tree(double *l)
       T m = (T)mean, r = (T)(1.0 / sqrt(var + j->eps)); \
       if (j->mean) ((T *)j->mean)[row] = m; \
       ((T *)j->rstd)[row] = r; \
-      if (w && b) for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r * w[i] + b[i]; \
+      if (nt) { \
+        if (w && b) RT_STREAM_ROW(y, D, (x[i] - m) * r * w[i] + b[i]); \
+        else if (w) RT_STREAM_ROW(y, D, (x[i] - m) * r * w[i]); \
+        else if (b) RT_STREAM_ROW(y, D, (x[i] - m) * r + b[i]); \
+        else RT_STREAM_ROW(y, D, (x[i] - m) * r); } \
+      else if (w && b) for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r * w[i] + b[i]; \
       else if (w) for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r * w[i]; \
       else if (b) for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r + b[i]; \
-      else for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r; } } \
+      else for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r; } \
+    if (nt) rt_stream_end(); } \
   /* rows [r0, r1): dx; pw, pb (D doubles each, or NULL) accumulate dw, db. \
   ** Two passes a row: both row sums in one, then dx and the dw/db partials \
   ** in the other (the row stays in L1 between them). */ \
@@ -332,9 +339,12 @@ int RT_ISA_FN(rt_norm_run)(RtNormJob *j)
 {
   int64_t R = j->R, D = j->D > 0 ? j->D : 1;
   switch (j->kind) {
-  case RT_NORM_FWD:
+  case RT_NORM_FWD: {
+    int64_t es = j->dtype == TD_FLOAT64 ? 8 : 4;
+    j->stream = rt_stream_rows(j->y_cold, j->y, R * D * es, D * es);
     rt_parallel_for(R, 1 + NORM_GRAIN / D, norm_fwd_range, j);
     return 0;
+  }
   case RT_NORM_BWD:
     return norm_bwd(j);
   case RT_NORM_SM_BWD: case RT_NORM_LSM_BWD: {

@@ -47,15 +47,20 @@ typedef struct {
   const char *x; char *y;
   int64_t P, K, M, nch;
   bool lg;                        /* log_softmax */
+  bool nt;                        /* y is streamed (rt_isa.h; row case, rows up to ROW_NT bytes) */
 } RowJob;
 
 /* Row case, y[0..K) = softmax(x[0..K)) or log_softmax, two passes over x:
 **   m = max x (ROW_W lanes);  y = e = exp(x - m), s = sum e (double lanes, same pass)
-**   softmax: y = e / s (in cache);  log_softmax: y = x - (m + log s) */
+**   softmax: y = e / s (in cache);  log_softmax: y = x - (m + log s)
+** A streamed result (rt_isa.h; rows up to ROW_NT bytes) keeps e in buf, a
+** cached row, and streams the last pass's values to y. */
+#define ROW_NT 16384
 #define DEF_ROW(sfx, T, EXP) \
-  /* nx, ny: the next row's (or this one's), prefetched during the max pass */ \
-  static void row_##sfx(const T *restrict x, T *restrict y, int64_t K, bool lg, const T *nx, T *ny) { \
+  /* nx: the next row's (or this one's), prefetched during the max pass */ \
+  static void row_##sfx(const T *restrict x, T *restrict y, int64_t K, bool lg, const T *nx, T *restrict buf) { \
     T l[ROW_W]; double s[ROW_W]; \
+    T *e_ = buf ? buf : y; \
     int64_t nl = K < 1 ? 1 : K < ROW_W ? K : ROW_W, i, j; \
     for (j = 0; j < nl; j++) { l[j] = -INFINITY; s[j] = 0; } \
     for (i = 0; i < K; i += ROW_W) { \
@@ -66,10 +71,12 @@ typedef struct {
     T m = l[0]; \
     for (i = 0; i < K; i += ROW_W) { \
       int64_t n = K - i < ROW_W ? K - i : ROW_W; \
-      for (j = 0; j < n; j++) { T e = EXP(x[i + j] - m); y[i + j] = e; s[j] += e; } } \
+      for (j = 0; j < n; j++) { T e = EXP(x[i + j] - m); e_[i + j] = e; s[j] += e; } } \
     for (int64_t h; nl > 1; nl = h) { h = (nl + 1) / 2; for (j = 0; j < nl - h; j++) s[j] += s[j + h]; } \
-    if (!lg) { T inv = (T)(1.0 / s[0]); for (i = 0; i < K; i++) y[i] *= inv; } \
-    else { T lse = (T)(m + log(s[0])); for (i = 0; i < K; i++) y[i] = x[i] - lse; } }
+    if (!lg) { T inv = (T)(1.0 / s[0]); \
+      if (buf) RT_STREAM_ROW(y, K, buf[i] * inv); else for (i = 0; i < K; i++) y[i] *= inv; } \
+    else { T lse = (T)(m + log(s[0])); \
+      if (buf) RT_STREAM_ROW(y, K, x[i] - lse); else for (i = 0; i < K; i++) y[i] = x[i] - lse; } }
 
 /* Column case, x and y (K, M) with row stride M, columns [0, mc):
 ** the same passes, each over a row of mc columns at a time. */
@@ -97,10 +104,14 @@ DEF_COL(f32, float, expf) DEF_COL(f64, double, exp)
 #define ROW_RANGE(sfx, T) \
   static void row_range_##sfx(void *ctx, int64_t b, int64_t e) { \
     const RowJob *j = ctx; \
+    int64_t rb = j->K * (int64_t)sizeof(T); \
+    T buf[ROW_NT / sizeof(T)] __attribute__((aligned(64))); \
+    bool nt = j->nt; \
     for (int64_t p = b; p < e; p++) { \
-      int64_t nr = p + 1 < e && j->K * (int64_t)sizeof(T) <= RT_PREFETCH_ROW_MAX ? j->K : 0; \
+      int64_t nr = p + 1 < e && rb <= RT_PREFETCH_ROW_MAX ? j->K : 0; \
       const T *x = (const T *)j->x + p * j->K; T *y = (T *)j->y + p * j->K; \
-      row_##sfx(x, y, j->K, j->lg, x + nr, y + nr); } }
+      row_##sfx(x, y, j->K, j->lg, x + nr, nt ? buf : NULL); } \
+    if (nt) rt_stream_end(); }
 ROW_RANGE(f32, float) ROW_RANGE(f64, double)
 
 /* unit u = (p, column chunk) */
@@ -127,7 +138,8 @@ int RT_ISA_FN(rt_kern_row)(RtCall *c, td_tensor *out)
   bool f32 = x->scalar_type == TD_FLOAT32;
   if (out->nelem > 0) {
     if (j.M == 1) {
-      int64_t g = j.K >= ROW_GRAIN ? 1 : ROW_GRAIN / j.K;
+      int64_t g = j.K >= ROW_GRAIN ? 1 : ROW_GRAIN / j.K, rb = j.K * rt_dtype_size(x->scalar_type);
+      j.nt = rb <= ROW_NT && rt_stream_rows(rt_cold(out), j.y, j.P * rb, rb);
       rt_parallel_for(j.P, g, f32 ? row_range_f32 : row_range_f64, &j);
     } else {
       j.nch = (j.M + ROW_CW - 1) / ROW_CW;

@@ -46,6 +46,7 @@ TD_API void td_memory_stats(td_mem_stats *m)
   m->cached[TD_CPU] = td_cached_bytes();
   m->cached[TD_OPENCL] = cl_cached_bytes();   /* opencl/cl_mem.c's free lists */
   m->host_total = td_live_bytes();
+  m->streamed = __atomic_load_n(&rt_streamed, __ATOMIC_RELAXED);
 }
 
 TD_API void td_reset_peak_memory_stats(void)
@@ -72,9 +73,29 @@ TD_API void td_reset_peak_memory_stats(void)
 #define HDR         64
 #define REACH       4                           /* classes above a request's own: up to 2x */
 typedef struct { void *base; int64_t pieces; } Slab;   /* a split block: its malloc'd base, live pieces */
-typedef struct { int cls; size_t size; Slab *slab; } BlockHdr;   /* size: the data bytes; slab NULL: a block of its own */
+typedef struct {
+  int cls; size_t size;              /* the data bytes */
+  Slab *slab;                        /* NULL: a block of its own */
+  int64_t born, used;                /* alloc_clock when handed out, and at its last known use */
+} BlockHdr;
 _Static_assert(sizeof(BlockHdr) <= HDR, "block header fits");
 static size_t cache_limit = (size_t)4 << 30;   /* TIDE_CACHE_LIMIT bytes */
+/* Bytes of large blocks handed out so far, the clock of a block's last
+** known use: a cached block of r bytes that waited while more than STALE and
+** 2r bytes were handed out (this request's included) is taken to have left
+** the caches (the streaming stores of rt_isa.h then skip reading its lines).
+** A block freed when its last reference went (C's reference counts, x:free())
+** was in use until then; one freed by Lua's collector (td_collecting) may have
+** been dead since it was handed out, so its clock is that of its birth.
+** Measured here with 32 MiB blocks: a layer_norm result written into a block
+** last used one result before ran warm (1.6-1.7 ms), three or more 20-50%
+** slower; a chain of ops reusing the blocks of the op before last (64 MiB
+** counted) still found them warm. Only allocations are counted, not reads. */
+static int64_t alloc_clock;
+static int collecting;                         /* td_collecting: frees now are the collector's */
+#define STALE ((int64_t)48 << 20)
+
+TD_API void td_collecting(int on) { __atomic_store_n(&collecting, on, __ATOMIC_RELAXED); }
 static void **cache_head[NCLASS];
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -134,7 +155,7 @@ static char *cache_split(int c, size_t r)
     size_t rr; int rc = size_class(rest - HDR, &rr);
     if (rr > rest - HDR) rc--;                   /* the largest class that fits */
     char *q = p + r + HDR;
-    *hdr_of(q) = (BlockHdr){ .cls = rc, .size = rest - HDR, .slab = s };
+    *hdr_of(q) = (BlockHdr){ .cls = rc, .size = rest - HDR, .slab = s, .born = h->born, .used = h->used };
     __atomic_add_fetch(&s->pieces, 1, __ATOMIC_ACQ_REL);
     h->size = r;
     cache_push(q);
@@ -142,8 +163,11 @@ static char *cache_split(int c, size_t r)
   return p;
 }
 
-void *rt_alloc(size_t n)
+void *rt_alloc(size_t n) { return rt_alloc_cold(n, NULL); }
+
+void *rt_alloc_cold(size_t n, bool *cold)
 {
+  if (cold) *cold = false;
   if (n == 0) n = 64;
   if (n < CACHE_MIN) {
     void *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
@@ -153,13 +177,22 @@ void *rt_alloc(size_t n)
   if (c >= NCLASS) return NULL;
   char *p = NULL;
   pthread_mutex_lock(&cache_mu);
+  alloc_clock += (int64_t)r;
   for (int k = c; k <= c + REACH && k < NCLASS && !p; k++) p = cache_pop(k);
   if (!p) p = cache_split(c, r);
+  if (p) {
+    int64_t since = alloc_clock - hdr_of(p)->used;
+    if (cold) *cold = since > STALE && since > 2 * (int64_t)r;
+    hdr_of(p)->born = alloc_clock;
+  }
   pthread_mutex_unlock(&cache_mu);
   if (p) return p;
   BlockHdr *h = aligned_alloc(64, r + HDR);
   if (!h) return NULL;
-  *h = (BlockHdr){ .cls = c, .size = r, .slab = NULL };
+  pthread_mutex_lock(&cache_mu);
+  int64_t now = alloc_clock;
+  pthread_mutex_unlock(&cache_mu);
+  *h = (BlockHdr){ .cls = c, .size = r, .slab = NULL, .born = now };   /* fresh pages: not cold (zeroed in cache) */
   return (char *)h + HDR;
 }
 
@@ -170,6 +203,7 @@ void rt_free(void *p, size_t n)
   if (n < CACHE_MIN) { free(p); return; }
   pthread_mutex_lock(&cache_mu);
   if ((size_t)cached_bytes + hdr_of(p)->size <= cache_limit) {   /* (cached_bytes only changes under cache_mu) */
+    hdr_of(p)->used = __atomic_load_n(&collecting, __ATOMIC_RELAXED) ? hdr_of(p)->born : alloc_clock;
     cache_push(p); p = NULL;                     /* on its own class's list (it may serve smaller requests) */
   }
   pthread_mutex_unlock(&cache_mu);
@@ -245,15 +279,17 @@ RtStorage *rt_storage_new(size_t nbytes)
   if (nbytes <= RT_SMALL_BLOCK - SMALL_DATA_OFF) {
     if (!(s = rt_small_get())) return rt_errp(TD_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
     p = (char *)s + SMALL_DATA_OFF;
-    s->inline_data = 1;
+    s->inline_data = 1; s->cold = 0;
   } else {
+    bool cold = false;
     s = malloc(sizeof *s);
-    p = s ? rt_alloc(nbytes) : NULL;
+    p = s ? rt_alloc_cold(nbytes, &cold) : NULL;
     if (!p) {
       free(s);
       return rt_errp(TD_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
     }
     s->inline_data = 0;
+    s->cold = cold;
   }
   s->refcount = 1; s->device_type = TD_CPU; s->version = 0; s->nbytes = nbytes; s->ptr = p;
   s->jit_ref = 0; s->jit_trace = 0; s->map = NULL; s->dev = NULL;

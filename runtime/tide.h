@@ -116,6 +116,10 @@ typedef struct td_attrs {
 TD_API const char *td_last_error(void);
 TD_API int64_t td_live_bytes(void);      /* bytes held by live storages and tensors */
 TD_API int64_t td_cached_bytes(void);    /* bytes kept by the caching allocator */
+/* on = 1 while a host's garbage collector frees tensors (tide's Lua layer calls
+** it around its collections): the caching allocator then takes a freed block
+** as last used when it was made, not now (its streaming stores) */
+TD_API void td_collecting(int on);
 TD_API void td_empty_cache(void);
 /* Storage bytes per device ([TD_CPU], [TD_OPENCL]): live now, the peak since
 ** start or the last reset, allocations made, bytes the caching allocator
@@ -123,6 +127,7 @@ TD_API void td_empty_cache(void);
 typedef struct td_mem_stats {
   int64_t live[2], peak[2], allocs[2], cached[2];
   int64_t host_total;
+  int64_t streamed;                      /* eager results written with streaming stores (cold blocks) */
 } td_mem_stats;
 TD_API void td_memory_stats(td_mem_stats *out);
 TD_API void td_reset_peak_memory_stats(void);

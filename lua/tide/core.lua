@@ -113,10 +113,13 @@ end
 local live_bytes = C.td_live_bytes
 local MIN_GC = 64 * 2 ^ 20
 local next_gc = MIN_GC
+local collecting = C.td_collecting
 local function pace()
   local live = tonumber(live_bytes())
   if live > next_gc then
+    collecting(1)   -- the blocks freed now may have been dead since they were made (runtime/rt_storage.c)
     collectgarbage("collect")
+    collecting(0)
     live = tonumber(live_bytes())
     next_gc = math.max(2 * live, MIN_GC)
   elseif 2 * live < next_gc and next_gc > MIN_GC then

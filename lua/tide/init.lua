@@ -416,15 +416,15 @@ function tide.matmul_stats()
 end
 function tide.live_bytes() return tonumber(C.td_live_bytes()) end
 -- memory_stats(): storage bytes per device, as torch.cuda.memory_stats in short:
--- { cpu = { live=, peak=, allocs=, cached= }, opencl = {...}, host_total= }
+-- { cpu = { live=, peak=, allocs=, cached= }, opencl = {...}, host_total=, streamed= }
 --- tide.memory_stats() -> table
---- Storage bytes per device: {cpu = {live, peak, allocs, cached}, opencl = {...}, host_total} (torch.cuda.memory_stats in short).
+--- Storage bytes per device: {cpu = {live, peak, allocs, cached}, opencl = {...}, host_total}, and streamed: eager results written with streaming stores (torch.cuda.memory_stats in short).
 --- tide.reset_peak_memory_stats()
 --- Starts the peak figures of memory_stats over from the live bytes.
 function tide.memory_stats()
   local m = ffi.new("td_mem_stats")
   C.td_memory_stats(m)
-  local r = { host_total = tonumber(m.host_total) }
+  local r = { host_total = tonumber(m.host_total), streamed = tonumber(m.streamed) }
   for d, name in pairs { [0] = "cpu", [1] = "opencl" } do
     r[name] = { live = tonumber(m.live[d]), peak = tonumber(m.peak[d]), allocs = tonumber(m.allocs[d]),
                 cached = tonumber(m.cached[d]) }
