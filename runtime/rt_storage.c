@@ -177,21 +177,18 @@ void *rt_alloc_cold(size_t n, bool *cold)
   if (c >= NCLASS) return NULL;
   char *p = NULL;
   pthread_mutex_lock(&cache_mu);
-  alloc_clock += (int64_t)r;
+  int64_t now = alloc_clock += (int64_t)r;
   for (int k = c; k <= c + REACH && k < NCLASS && !p; k++) p = cache_pop(k);
   if (!p) p = cache_split(c, r);
   if (p) {
-    int64_t since = alloc_clock - hdr_of(p)->used;
+    int64_t since = now - hdr_of(p)->used;
     if (cold) *cold = since > STALE && since > 2 * (int64_t)r;
-    hdr_of(p)->born = alloc_clock;
+    hdr_of(p)->born = now;
   }
   pthread_mutex_unlock(&cache_mu);
   if (p) return p;
   BlockHdr *h = aligned_alloc(64, r + HDR);
   if (!h) return NULL;
-  pthread_mutex_lock(&cache_mu);
-  int64_t now = alloc_clock;
-  pthread_mutex_unlock(&cache_mu);
   *h = (BlockHdr){ .cls = c, .size = r, .slab = NULL, .born = now };   /* fresh pages: not cold (zeroed in cache) */
   return (char *)h + HDR;
 }
