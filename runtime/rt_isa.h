@@ -52,10 +52,12 @@
 ** result is not in the caches for its consumer either: a chain of ops whose
 ** results are freed at once ran 40-50% slower streamed. So results of
 ** RT_STREAM_MIN bytes or more are streamed only into a block the allocator
-** knows is cold (rt_cold: cached while more than 48 MiB of other blocks were
-** handed out), when their rows start on a vector boundary (TIDE_STREAM=0: never). RT_STREAM_ROW(y, n, EXPR) stores EXPR (over i) for
-** i in [0, n) to y, n a multiple of the vector; rt_stream_end() orders the
-** streamed stores before the thread reports its work done. */
+** knows is cold (rt_cold: unused while more than 48 MiB and twice its size of
+** other blocks were handed out, runtime/rt_storage.c), when their rows start
+** on a vector boundary (TIDE_STREAM=0: never). RT_STREAM_ROW(y, n, EXPR)
+** stores EXPR (over i) for i in [0, n) to y, n a multiple of the vector;
+** rt_stream_end() orders the streamed stores before the thread reports its
+** work done. */
 #include <immintrin.h>
 #define RT_STREAM_MIN ((int64_t)16 << 20)
 extern int rt_stream_on;
