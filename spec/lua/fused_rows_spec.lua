@@ -103,6 +103,21 @@ describe("fused layer_norm and rms_norm", function()
     H.gradcheck(grads(function(a, ww) return F.rms_norm(a, 5, ww) end), { x, w })
   end)
 
+  it("the one-pass variance on rows far from 0 and with an outlying first value", function()
+    -- the forward sums x - x[0] and its square in one pass: rows whose mean is
+    -- far from 0, or whose first value (the shift) is far from their mean,
+    -- must still give the two-pass variance of the composite
+    tide.manual_seed(11)
+    local x = tide.randn(6, 300, { dtype = tide.float64 }) * 0.5 + 1e6
+    x[{ 2, 1 }] = 1e6 + 200          -- 400 deviations above its row's others
+    x[{ 3, 1 }] = -1e6               -- a row whose shift is 2e6 off its mean
+    H.close(F.layer_norm(x, 300), composite(F.layer_norm, x, 300), 1e-9)
+    local x32 = (tide.randn(6, 1024) * 3 + 1000):float()
+    x32[{ 4, 1 }] = 5000
+    local ref = composite(F.layer_norm, x32:double(), 1024)
+    H.close(F.layer_norm(x32, 1024):double(), ref, 2e-4)
+  end)
+
   it("a non-contiguous input, and the saved input modified in place", function()
     local x0 = tide.randn(9, 6, { dtype = tide.float64 })
     local x = x0:t():requires_grad_()
