@@ -154,8 +154,8 @@ void rt_tensor_contig_strides(int ndim, const int64_t *size, int64_t *stride);
 int64_t rt_numel(int ndim, const int64_t *size);
 bool rt_tensor_is_contig(const td_tensor *t);
 static inline char *rt_ptr(const td_tensor *t) { return (char *)t->ptr; }
-/* t's storage came from a cached block that had left the caches (rt_isa.h streams into it) */
 extern int64_t rt_streamed;                   /* eager results streamed so far (td_memory_stats) */
+/* t's storage came from a cached block that had left the caches (rt_isa.h streams into it) */
 static inline bool rt_cold(const td_tensor *t) { return t->rt_storage && t->rt_storage->cold; }
 static inline void rt_bump_version(td_tensor *t) { if (t->rt_storage) t->rt_storage->version++; }
 

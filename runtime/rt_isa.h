@@ -89,6 +89,9 @@ static inline bool rt_stream_rows(bool cold, const void *y, int64_t total, int64
   for (int64_t i0_ = 0; i0_ < (n); i0_ += L_) { \
     for (int k_ = 0; k_ < L_; k_++) { int64_t i = i0_ + k_; t_[k_] = (EXPR); } \
     _Generic((y), float *: rt_stream_vf, double *: rt_stream_vd)((y) + i0_, t_); } } while (0)
+/* y[i] = EXPR for i in [0, n): streamed when nt, plain stores otherwise */
+#define RT_STORE_ROW(nt, y, n, EXPR) do { \
+  if (nt) RT_STREAM_ROW(y, n, EXPR); else for (int64_t i = 0; i < (n); i++) (y)[i] = (EXPR); } while (0)
 static inline void rt_stream_end(void) { _mm_sfence(); }
 
 #define RT_ISA_DECL(ret, name, params, args) ret name##_base params; ret name##_v3 params; ret name##_v4 params;

@@ -74,15 +74,10 @@ static inline double lanes_tree(double *l)
       T m = (T)mean, r = (T)(1.0 / sqrt(var + j->eps)); \
       if (j->mean) ((T *)j->mean)[row] = m; \
       ((T *)j->rstd)[row] = r; \
-      if (nt) { \
-        if (w && b) RT_STREAM_ROW(y, D, (x[i] - m) * r * w[i] + b[i]); \
-        else if (w) RT_STREAM_ROW(y, D, (x[i] - m) * r * w[i]); \
-        else if (b) RT_STREAM_ROW(y, D, (x[i] - m) * r + b[i]); \
-        else RT_STREAM_ROW(y, D, (x[i] - m) * r); } \
-      else if (w && b) for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r * w[i] + b[i]; \
-      else if (w) for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r * w[i]; \
-      else if (b) for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r + b[i]; \
-      else for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) * r; } \
+      if (w && b) RT_STORE_ROW(nt, y, D, (x[i] - m) * r * w[i] + b[i]); \
+      else if (w) RT_STORE_ROW(nt, y, D, (x[i] - m) * r * w[i]); \
+      else if (b) RT_STORE_ROW(nt, y, D, (x[i] - m) * r + b[i]); \
+      else RT_STORE_ROW(nt, y, D, (x[i] - m) * r); } \
     if (nt) rt_stream_end(); } \
   /* rows [r0, r1): dx; pw, pb (D doubles each, or NULL) accumulate dw, db. \
   ** Two passes a row: both row sums in one, then dx and the dw/db partials \

@@ -73,10 +73,8 @@ typedef struct {
       int64_t n = K - i < ROW_W ? K - i : ROW_W; \
       for (j = 0; j < n; j++) { T e = EXP(x[i + j] - m); e_[i + j] = e; s[j] += e; } } \
     for (int64_t h; nl > 1; nl = h) { h = (nl + 1) / 2; for (j = 0; j < nl - h; j++) s[j] += s[j + h]; } \
-    if (!lg) { T inv = (T)(1.0 / s[0]); \
-      if (buf) RT_STREAM_ROW(y, K, buf[i] * inv); else for (i = 0; i < K; i++) y[i] *= inv; } \
-    else { T lse = (T)(m + log(s[0])); \
-      if (buf) RT_STREAM_ROW(y, K, x[i] - lse); else for (i = 0; i < K; i++) y[i] = x[i] - lse; } }
+    if (!lg) { T inv = (T)(1.0 / s[0]); RT_STORE_ROW(buf, y, K, e_[i] * inv); } \
+    else { T lse = (T)(m + log(s[0])); RT_STORE_ROW(buf, y, K, x[i] - lse); } }
 
 /* Column case, x and y (K, M) with row stride M, columns [0, mc):
 ** the same passes, each over a row of mc columns at a time. */
