@@ -240,23 +240,12 @@ static int64_t att_off(const AttnJob *a, int x, int64_t b)
 static int64_t att_up(int64_t n) { return (n + ATT_W - 1) / ATT_W * ATT_W; }
 
 /* exp of a block of x <= 0 (a score minus its row's max; -inf gives 0).
-** float: inline, the generated kernels' polynomial (cg_vmath.h: Cody-Waite
-** reduction by ln 2, degree-5 polynomial, 2^n in the exponent bits; ~1 ulp),
-** flushed to 0 below -87 where 2^n leaves the normal range. double: libmvec. */
-typedef float VF16 __attribute__((vector_size(64)));
-typedef int32_t VI16 __attribute__((vector_size(64)));
+** float: inline (rt_isa.h), flushed to 0 below 2^-126. double: libmvec. */
+typedef rt_vf16 VF16;
+typedef rt_vi16 VI16;
+typedef rt_vf16u VU16F;
 typedef double VD16 __attribute__((vector_size(128)));
-typedef float VU16F __attribute__((vector_size(64), aligned(4)));
-static inline VF16 vexp_f32(VF16 x)
-{
-  VI16 under = x < -87.0f;
-  VF16 z = x * 1.44269502f + 12582912.0f, n = z - 12582912.0f;
-  VF16 r = x - n * 0.693145752f - n * 1.42860677e-06f;
-  VF16 p = ((((1.98527618e-4f * r + 1.39304355e-3f) * r + 8.33336078e-3f) * r + 4.16664854e-2f) * r + 0.166666672f) * r + 0.5f;
-  VF16 e = r * r * p + r + 1.0f;
-  VI16 bits = (VI16)e + ((VI16)z << 23);
-  return (VF16)(bits & ~under);
-}
+#define vexp_f32 rt_vexpneg_f32_ftz
 static inline VD16 vexp_f64(VD16 x)
 {
   VD16 y;

@@ -631,6 +631,49 @@ describe("softmax and log_softmax", function()
     H.close(xt:softmax(2), ref_softmax(xt, 2), 1e-14)
   end)
 
+  it("float32 rows over edge values match the float64 formula (every row length mod 16)", function()
+    -- the float32 row kernel: 16-lane blocks, a tail, an inline exp whose
+    -- results reach the subnormal range; a NaN in a row makes it all NaN
+    local inf, nan = math.huge, 0 / 0
+    local edge = { 0, -0.0, -inf, inf, nan, -87.5, -95, -103.5, -104.5, -120, 1e-40, -1e-40, 3.5, -2.25, 88, 1e30 }
+    local rows = {}
+    tide.manual_seed(29)
+    for K = 1, 40 do
+      local r = (tide.randn(K) * 4):totable()
+      rows[#rows + 1] = r
+      local e = {}                                      -- the same row with two edge values in it
+      for i = 1, K do e[i] = r[i] end
+      e[(K * 7) % K + 1], e[(K * 3 + 1) % K + 1] = edge[K % #edge + 1], edge[(K * 5) % #edge + 1]
+      rows[#rows + 1] = e
+    end
+    rows[#rows + 1] = { 0, -88, -95, -100, -103, -103.9, -104, -110, -inf, -1, -50, -86.9, -87.1, -200, -20, -2, -60 }
+    rows[#rows + 1] = { -inf, -inf, -inf }
+    local f32 = { dtype = tide.float32 }
+    for _, r in ipairs(rows) do
+      local x = tide.tensor(r, f32)
+      local xs = x:double():totable()                   -- the float32 values
+      local m = -inf
+      for i = 1, #xs do local v = xs[i]; if m == m and (v ~= v or v > m) then m = v end end
+      local s = 0
+      for i = 1, #xs do s = s + math.exp(xs[i] - m) end
+      for _, lg in ipairs { false, true } do
+        local y = (lg and x:log_softmax(1) or x:softmax(1)):double():totable()
+        for i = 1, #xs do
+          local want = lg and xs[i] - m - math.log(s) or math.exp(xs[i] - m) / s
+          local got, ok = y[i]
+          if want ~= want then ok = got ~= got
+          elseif want == got then ok = true
+          else                                          -- x - m rounds to float: exp's argument is off by its ulp
+            local tol = lg and 2e-6 * (math.abs(want) + math.abs(xs[i])) or (5e-7 + 1.2e-7 * math.abs(xs[i] - m)) * math.abs(want) + 3e-45
+            ok = math.abs(got - want) <= tol
+          end
+          assert(ok, ("%s of row {%s}: element %d is %.9g, want %.9g"):format(lg and "log_softmax" or "softmax",
+            table.concat(xs, ", "), i, got, want))
+        end
+      end
+    end
+  end)
+
   it("is stable for large logits and rows sum to one", function()
     local x = tide.tensor({ { 1000, 1001, 1002 }, { -1000, -1001, -1002 } }, { dtype = tide.float32 })
     H.close(x:softmax(2), { { 0.090030573170380462, 0.24472847105479767, 0.66524095577482213 },
