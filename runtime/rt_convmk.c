@@ -64,6 +64,7 @@ typedef struct {
   int64_t bsz, nblk, rows;                    /* dW: images per block, blocks, output rows per tile */
   float *part;                                /* dW: per block G K Og floats ([g][k][o]), then O doubles */
   double *psum;                               /* CONVT_BWD's sx: the N C planes' sums of x */
+  int *ready;                                 /* forward, padded lazily: per (n, g) 0 none, 1 padding, 2 done */
   size_t pstride;
   int failed;
 } Mk;
@@ -170,7 +171,8 @@ static size_t mk_xp_bytes(const RtConvJob *j)
   return ((size_t)(g->N * g->C * d.sd * g->sh * g->sw * Dq * Hq * Wq) + FNR + g->kw * g->dw + 64) * 4;
 }
 
-static int mk_setup(Mk *m, const RtConvJob *j)
+/* lazy: the forward pads each image's planes itself (fwd_ready) */
+static int mk_setup(Mk *m, const RtConvJob *j, bool lazy)
 {
   const RtConvGeom *g = &j->g;
   m->j = j;
@@ -194,6 +196,7 @@ static int mk_setup(Mk *m, const RtConvJob *j)
         m->off[k++] = c * m->CS + (((rd % m->d.sd) * g->sh + rh % g->sh) * g->sw + rw % g->sw) * m->PS +
                       rd / m->d.sd * m->Hq * m->Wq + rh / g->sh * m->Wq + rw / g->sw;
       }
+  if (lazy) return (m->ready = calloc((size_t)(g->N * g->G), sizeof *m->ready)) ? 0 : -1;
   rt_parallel_for(g->N * g->C, 1 + 65536 / (m->CS > 0 ? m->CS : 1), pad_range, m);
   return 0;
 }
@@ -221,6 +224,22 @@ static void store_fwd(const Mk *m, const float *out, int64_t mr, int64_t c0, flo
   }
 }
 
+/* Lazy padding: the first thread to reach image n's group gi pads its planes
+** (then in its L2 for the tiles that read them, instead of a pass of their
+** own over memory before the forward); a thread finding it under way waits.
+** Threads' ranges are contiguous, so only a range's first group is shared. */
+static void fwd_ready(const Mk *m, int64_t n, int64_t gi)
+{
+  const RtConvGeom *g = &m->j->g;
+  int *f = &m->ready[n * g->G + gi], none = 0;
+  if (__atomic_load_n(f, __ATOMIC_ACQUIRE) == 2) return;
+  if (__atomic_compare_exchange_n(f, &none, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    pad_range((void *)m, n * g->C + gi * m->Cg, n * g->C + (gi + 1) * m->Cg);
+    __atomic_store_n(f, 2, __ATOMIC_RELEASE);
+  } else
+    while (__atomic_load_n(f, __ATOMIC_ACQUIRE) != 2) __builtin_ia32_pause();
+}
+
 static void fwd_range(void *ctx, int64_t b, int64_t e)
 {
   const Mk *m = ctx;
@@ -229,6 +248,7 @@ static void fwd_range(void *ctx, int64_t b, int64_t e)
   float out[FMR * FNR];
   for (int64_t u = b; u < e; u++) {
     int64_t n = u / (g->G * m->nit), gi = (u / m->nit) % g->G, it = u % m->nit;
+    if (m->ready && (u == b || it == 0)) fwd_ready(m, n, gi);
     const float *xg = m->xp + (n * g->C + gi * m->Cg) * m->CS;
     float *yg = (float *)j->y + (n * g->O + gi * m->Og) * m->L;
     for (int64_t p = it * m->ppi; p < (it + 1) * m->ppi; p++) {
@@ -265,14 +285,15 @@ static int mk_fwd_run(Mk *m)
 
 static void mk_free(Mk *m)
 {
-  rt_free(m->xp, mk_xp_bytes(m->j)); free(m->off); free(m->wp); free(m->psum);
+  rt_free(m->xp, mk_xp_bytes(m->j)); free(m->off); free(m->wp); free(m->psum); free(m->ready);
   rt_free(m->part, m->pstride * (size_t)(m->nblk > 0 ? m->nblk : 1));
 }
 
 static int mk_fwd(const RtConvJob *j)
 {
   Mk m = { 0 };
-  int rc = mk_setup(&m, j) || mk_fwd_run(&m) ? rt_err(TD_ERR_NOMEM, "%s: out of memory", j->g.kd > 0 ? "conv3d" : "conv2d") : 0;
+  /* padded lazily when each thread has whole images of its own */
+  int rc = mk_setup(&m, j, j->g.N * j->g.G >= rt_num_threads()) || mk_fwd_run(&m) ? rt_err(TD_ERR_NOMEM, "%s: out of memory", j->g.kd > 0 ? "conv3d" : "conv2d") : 0;
   mk_free(&m);
   return rc;
 }
@@ -443,7 +464,7 @@ static int mk_wgt_run(Mk *m)
 static int mk_wgt(const RtConvJob *j)
 {
   Mk m = { 0 };
-  int rc = mk_setup(&m, j) || mk_wgt_run(&m) ? rt_err(TD_ERR_NOMEM, "%s_backward: out of memory", j->g.kd > 0 ? "conv3d" : "conv2d") : 0;
+  int rc = mk_setup(&m, j, false) || mk_wgt_run(&m) ? rt_err(TD_ERR_NOMEM, "%s_backward: out of memory", j->g.kd > 0 ? "conv3d" : "conv2d") : 0;
   mk_free(&m);
   return rc;
 }
@@ -459,7 +480,7 @@ static int mk_convt_bwd(const RtConvJob *j)
   if (!j->y && !j->dw) {                      /* sx alone */
     if (!(m.psum = malloc((size_t)(g->N * g->C + 1) * sizeof *m.psum))) rc = -1;
     else rt_parallel_for(g->N * g->C, 1 + 16384 / (g->H * g->W + 1), sum_range, &m);
-  } else rc = mk_setup(&m, j) || (j->y && mk_fwd_run(&m)) || (j->dw && mk_wgt_run(&m)) ? -1 : 0;
+  } else rc = mk_setup(&m, j, false) || (j->y && mk_fwd_run(&m)) || (j->dw && mk_wgt_run(&m)) ? -1 : 0;
   if (rc) rc = rt_err(TD_ERR_NOMEM, "conv_transpose2d_backward: out of memory");
   else if (j->sx)
     for (int64_t c = 0; c < j->g.C; c++) {

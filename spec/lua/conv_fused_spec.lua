@@ -113,6 +113,45 @@ describe("fused conv2d", function()
     end
   end)
 
+  it("the forward's padded copy, made image by image by the threads: same bits on 1, 2 and 3 threads", function()
+    -- rt_convmk.c pads (image, group) blocks as the threads reach them when
+    -- there are at least as many as threads; fewer, or a thread range starting
+    -- inside a block, share one (the others wait for it)
+    local prog = [[
+      local tide = require "tide"
+      local F = tide.nn.functional
+      tide.manual_seed(5)
+      local out = {}
+      -- 64 x 64 images: two work items each, so a range can start inside one
+      for _, c in ipairs { { 1, 1 }, { 3, 1 }, { 3, 3 }, { 5, 2 }, { 2, 1 } } do
+        local N, G = c[1], c[2]
+        local x = tide.randn(N, 6 * G, 64, 62)
+        local w = tide.randn(16 * G, 6, 3, 3) * 0.2
+        local xs = tide.randn(N, 6 * G, 62, 64):transpose(3, 4)        -- strided rows
+        for _, xi in ipairs { x, xs } do
+          local y = F.conv2d(xi, w, tide.randn(16 * G), { padding = 1, groups = G })
+          local p = require("ffi").cast("const uint32_t *", require("tide.tensor").fields(y).ptr)
+          for i = 0, y:numel() - 1 do out[#out + 1] = ("%08x"):format(p[i]) end
+        end
+      end
+      io.write(table.concat(out, " "))
+    ]]
+    local r = {}
+    for _, t in ipairs { "1", "2", "3" } do
+      local o, rc = H.child(prog, { TIDE_NUM_THREADS = t })
+      assert(rc == 0, o)
+      r[#r + 1] = o
+    end
+    assert.is_true(#r[1] > 100000)
+    assert.equal(r[1], r[2], "2 threads differ from 1")
+    assert.equal(r[1], r[3], "3 threads differ from 1")
+    -- and the values are the composite's
+    tide.manual_seed(6)
+    local x, w, b = tide.randn(3, 9, 12, 13), tide.randn(24, 3, 3, 3) * 0.2, tide.randn(24)
+    local f = function() return F.conv2d(x, w, b, { padding = 1, groups = 3 }) end
+    H.close(f(), composite(f), 2e-4, "groups 3, 3 images")
+  end)
+
   it("no images, no input channels or no output channels: the composite's values, no crash", function()
     for _, c in ipairs { { 0, 3, 4 }, { 2, 0, 4 }, { 2, 3, 0 } } do
       local N, Cin, O = unpack(c)
