@@ -8,11 +8,13 @@
 ** planes of Hq x Wq (phase (a, b) holds the padded rows a, a + sh, ... and
 ** columns b, b + sw, ...), output position (oh, ow) reads, for tap (ki, kj),
 **   xpad[c, oh sh + ki dh, ow sw + kj dw] = xp[off(c, ki, kj) + l'],  l' = oh Wq + ow,
-**   off = c sh sw Hq Wq + ((ki dh % sh) sw + kj dw % sw) Hq Wq + (ki dh / sh) Wq + kj dw / sw,
+**   off = c sh sw PS + ((ki dh % sh) sw + kj dw % sw) PS + (ki dh / sh) Wq + kj dw / sw,
 ** so in the column space l' in [0, OH Wq) every tap's operand row is a
 ** contiguous run of xp, for any stride: a tile of output positions is a GEMM
 ** whose B rows are read in place (no im2col matrix, no packing of B). The
-** columns with ow >= OW (Wq - OW of each row) are computed and dropped; a
+** columns with ow >= OW (Wq - OW of each row) are computed and dropped (a
+** stride-1 row shares its right zeros with the next row's left ones, PS is
+** the plane's size: mk_plane); a
 ** valid column reads only its own phase plane.
 ** 3-D (g->kd >= 1, conv3d): the same with a depth phase, planes Dq x Hq x Wq
 ** per phase (sd sh sw of them), the tap offsets gaining (rd % sd) and
@@ -55,7 +57,7 @@ static inline Dep dep_of(const RtConvGeom *g)
 typedef struct {
   const RtConvJob *j;
   Dep d;
-  int64_t Cg, Og, K, Dq, Hq, Wq, PS, CS, L2;  /* phase planes PS = Dq Hq Wq, channel stride CS = sd sh sw PS */
+  int64_t Cg, Og, K, Dq, Hq, Wq, PS, CS, L2;  /* phase planes of PS (mk_plane), channel stride CS = sd sh sw PS */
   int64_t L;                                  /* output positions per channel, OD OH OW */
   float *xp;                                  /* N C channels of phase planes, then zeros (mk_xp_bytes) */
   int64_t *off;                               /* K tap offsets within a group's planes */
@@ -140,9 +142,11 @@ static void pad_range(void *ctx, int64_t b, int64_t e)
         int64_t o = bb - g->pw, t0 = o >= 0 ? 0 : (-o + g->sw - 1) / g->sw, t1 = (W - o + g->sw - 1) / g->sw;
         if (t1 > Wq) t1 = Wq;
         if (t1 < t0) t1 = t0;
+        float *ph = m->xp + p * m->CS + ((ad * g->sh + a) * g->sw + bb) * m->PS;
+        memset(ph + Dq * Hq * Wq, 0, (size_t)(m->PS - Dq * Hq * Wq) * 4);
         for (int64_t dq = 0; dq < Dq; dq++)
         for (int64_t i = 0; i < Hq; i++) {
-          float *d = m->xp + p * m->CS + (((ad * g->sh + a) * g->sw + bb) * Dq + dq) * Hq * Wq + i * Wq;
+          float *d = ph + (dq * Hq + i) * Wq;
           int64_t id = dq * m->d.sd + ad - m->d.pd, ih = i * g->sh + a - g->ph;
           if (id < 0 || id >= D || ih < 0 || ih >= H) { memset(d, 0, (size_t)Wq * 4); continue; }
           const float *sr = s + id * sD + ih * sH;
@@ -161,14 +165,28 @@ static void sum_range(void *ctx, int64_t b, int64_t e)
   for (int64_t p = b; p < e; p++) plane_sum(ctx, p);
 }
 
+/* A phase plane: Dq x Hq x Wq, then PS - Dq Hq Wq zeros. With stride 1 a row
+** keeps only its left zeros: a read past its end lands on the next row's (the
+** padding is symmetric), so the tiles compute Wq - OW = pw dropped columns a
+** row instead of 2 pw (Wq >= OW: when the kernel reaches less than pw, the row
+** ends in zeros of its own). The plane's last row reads pw zeros after it: the
+** plane's own, so a plane never reads another's (padded by another thread). */
+static int64_t mk_plane(const RtConvGeom *g, int64_t *Dq, int64_t *Hq, int64_t *Wq)
+{
+  Dep d = dep_of(g);
+  *Dq = (d.D + 2 * d.pd + d.sd - 1) / d.sd;
+  *Hq = (g->H + 2 * g->ph + g->sh - 1) / g->sh;
+  if (g->sw > 1) { *Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw; return *Dq * *Hq * *Wq; }
+  *Wq = g->W + g->pw > g->OW ? g->W + g->pw : g->OW;
+  return *Dq * *Hq * *Wq + g->pw;
+}
+
 /* the phase planes and the zeros after them: the last tiles' dropped columns read past the end */
 static size_t mk_xp_bytes(const RtConvJob *j)
 {
   const RtConvGeom *g = &j->g;
-  Dep d = dep_of(g);
-  int64_t Dq = (d.D + 2 * d.pd + d.sd - 1) / d.sd;
-  int64_t Hq = (g->H + 2 * g->ph + g->sh - 1) / g->sh, Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
-  return ((size_t)(g->N * g->C * d.sd * g->sh * g->sw * Dq * Hq * Wq) + FNR + g->kw * g->dw + 64) * 4;
+  int64_t Dq, Hq, Wq, PS = mk_plane(g, &Dq, &Hq, &Wq);
+  return ((size_t)(g->N * g->C * dep_of(g).sd * g->sh * g->sw * PS) + FNR + g->kw * g->dw + 64) * 4;
 }
 
 /* lazy: the forward pads each image's planes itself (fwd_ready) */
@@ -178,9 +196,7 @@ static int mk_setup(Mk *m, const RtConvJob *j, bool lazy)
   m->j = j;
   m->d = dep_of(g);
   m->Cg = g->C / g->G; m->Og = g->O / g->G; m->K = m->Cg * m->d.kd * g->kh * g->kw;
-  m->Dq = (m->d.D + 2 * m->d.pd + m->d.sd - 1) / m->d.sd;
-  m->Hq = (g->H + 2 * g->ph + g->sh - 1) / g->sh; m->Wq = (g->W + 2 * g->pw + g->sw - 1) / g->sw;
-  m->PS = m->Dq * m->Hq * m->Wq; m->CS = m->d.sd * g->sh * g->sw * m->PS;
+  m->PS = mk_plane(g, &m->Dq, &m->Hq, &m->Wq); m->CS = m->d.sd * g->sh * g->sw * m->PS;
   m->L2 = ((m->d.OD - 1) * m->Hq + g->OH) * m->Wq; m->L = m->d.OD * g->OH * g->OW;
   size_t planes = (size_t)(g->N * g->C * m->CS), bytes = mk_xp_bytes(j);
   m->xp = rt_alloc(bytes);                    /* the caching allocator: pages already faulted in */
