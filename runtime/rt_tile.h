@@ -25,6 +25,8 @@ static inline __attribute__((always_inline)) void tile_fwd(int64_t K, const floa
 {
   V acc[FMR][FNV];
   for (int r = 0; r < FMR; r++) for (int v = 0; v < FNV; v++) acc[r][v] = (V){ 0 };
+  /* unrolled: the loop's index and pointer updates otherwise take FMA ports (2-3.5% here) */
+#pragma GCC unroll 8
   for (int64_t k = 0; k < K; k++) {
     const float *bk = b + off[k], *a = ap + k * FMR;
     V bv[FNV];
