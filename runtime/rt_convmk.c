@@ -323,6 +323,7 @@ static int mk_fwd(const RtConvJob *j)
     V acc[R][NV]; const float *a[R]; \
     for (int r = 0; r < R; r++) { a[r] = arow[r]; for (int v = 0; v < NV; v++) acc[r][v] = (V){ 0 }; } \
     for (int64_t s = 0; s < nseg; s++) { \
+      _Pragma("GCC unroll 4") \
       for (int64_t l = 0; l < seglen; l++, bp += NV * VL) { \
         V bv[NV]; \
         for (int v = 0; v < NV; v++) bv[v] = *(const V *)(bp + v * VL); \
