@@ -150,6 +150,16 @@ static void pad_range(void *ctx, int64_t b, int64_t e)
           int64_t id = dq * m->d.sd + ad - m->d.pd, ih = i * g->sh + a - g->ph;
           if (id < 0 || id >= D || ih < 0 || ih >= H) { memset(d, 0, (size_t)Wq * 4); continue; }
           const float *sr = s + id * sD + ih * sH;
+          if (g->sw == 1 && sW == 1) {            /* a short row: masked vectors, not three libc calls */
+            int64_t t = 0;
+            for (; t < t0; t++) d[t] = 0;
+            for (const float *r = sr + t0 + o - t; t < t1; t += VL) {
+              __mmask16 k = t1 - t >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (t1 - t)) - 1);
+              _mm512_mask_storeu_ps(d + t, k, _mm512_maskz_loadu_ps(k, r + t));
+            }
+            for (t = t1; t < Wq; t++) d[t] = 0;
+            continue;
+          }
           memset(d, 0, (size_t)t0 * 4);
           gather_row(d + t0, sr + (t0 * g->sw + o) * sW, t1 - t0, g->sw, sW);
           memset(d + t1, 0, (size_t)(Wq - t1) * 4);
