@@ -105,11 +105,13 @@ typedef double rt_vd8 __attribute__((vector_size(64)));
 /* exp(x) of a block of x <= 0 (a value minus its row's max), inline: the
 ** generated kernels' float polynomial (Cody-Waite reduction by ln 2, degree-5
 ** polynomial; ~1 ulp). rt_vexp_poly gives e = exp(r) and z, whose low
-** mantissa bits hold n (x = n ln 2 + r). rt_vexpneg_f32 applies 2^n as two
-** factors 2^(n/2), so results in the subnormal range round once like libm's;
-** below -104 (and -inf) it gives 0, NaN stays NaN. rt_vexpneg_f32_ftz adds n to
-** the exponent bits and flushes results below 2^-126 (x < -87) to 0: two
-** multiplies fewer, 6% of the attention kernel's time. */
+** mantissa bits hold n (x = n ln 2 + r). rt_vexpneg_f32 adds n to the exponent
+** bits; a block with a lane below -86 (results near or below 2^-126) applies
+** 2^n as two factors 2^(n/2) instead, so results in the subnormal range round
+** once like libm's (the same bits where both are normal); below -104 (and
+** -inf) it gives 0, NaN stays NaN. rt_vexpneg_f32_ftz adds n to the exponent
+** bits in every block and flushes x < -86 to 0 (results below 5e-38): no test
+** a block, 6% of the attention kernel's time. */
 static inline rt_vf16 rt_vexp_poly(rt_vf16 x, rt_vf16 *z)
 {
   *z = x * 1.44269502f + 12582912.0f;                             /* 1.5 * 2^23: round to an integer */
@@ -119,18 +121,35 @@ static inline rt_vf16 rt_vexp_poly(rt_vf16 x, rt_vf16 *z)
                + 0.166666672f) * r + 0.5f;
   return r * r * p + r + 1.0f;
 }
+/* any lane of x below lo (NaN lanes are not) */
+static inline bool rt_vf16_any_lt(rt_vf16 x, float lo)
+{
+#if defined(RT_ISA_V4)
+  return _mm512_cmp_ps_mask((__m512)x, _mm512_set1_ps(lo), _CMP_LT_OQ) != 0;
+#else
+  rt_vi16 m = x < lo;
+  int any = 0;
+  for (int i = 0; i < 16; i++) any |= m[i];
+  return any != 0;
+#endif
+}
 static inline rt_vf16 rt_vexpneg_f32(rt_vf16 x)
 {
+  rt_vf16 z, e;
+  if (__builtin_expect(!rt_vf16_any_lt(x, -86.0f), 1)) {          /* n >= -124: e 2^n normal, by the exponent bits */
+    e = rt_vexp_poly(x, &z);
+    return (rt_vf16)((rt_vi16)e + ((rt_vi16)z << 23));             /* z << 23: n << 23 (z's high bits shift out) */
+  }
   rt_vi16 under = x < -104.0f, lo = (rt_vi16)(x * 0.0f - 104.0f);
   x = (rt_vf16)(((rt_vi16)x & ~under) | (lo & under));          /* NaN lanes: under is 0 */
-  rt_vf16 z, e = rt_vexp_poly(x, &z);
+  e = rt_vexp_poly(x, &z);
   rt_vi16 k = (rt_vi16)z - 0x4B400000, k1 = k >> 1;              /* n in [-150, 0] */
   rt_vf16 s1 = (rt_vf16)((k1 + 127) << 23), s2 = (rt_vf16)((k - k1 + 127) << 23);
   return (rt_vf16)((rt_vi16)(e * s1 * s2) & ~under);
 }
 static inline rt_vf16 rt_vexpneg_f32_ftz(rt_vf16 x)
 {
-  rt_vi16 under = x < -87.0f;
+  rt_vi16 under = x < -86.0f;
   rt_vf16 z, e = rt_vexp_poly(x, &z);
   return (rt_vf16)(((rt_vi16)e + ((rt_vi16)z << 23)) & ~under);  /* z << 23: n << 23 (z's high bits shift out) */
 }
