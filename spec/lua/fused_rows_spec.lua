@@ -39,6 +39,9 @@ describe("fused layer_norm and rms_norm", function()
       { shape = { 3, 4, 5 }, ns = { 4, 5 }, w = true, b = false },
       { shape = { 6, 70 }, ns = { 70 }, w = false, b = true },
       { shape = { 2, 1 }, ns = { 1 }, w = false, b = false },
+      -- blocks of 40 rows: float rows' dw/db terms pass through float sums of 16 rows
+      { shape = { 2560, 37 }, ns = { 37 }, w = true, b = true },
+      { shape = { 2600, 19 }, ns = { 19 }, w = false, b = true },
     } do
       local what = ("%s %s over %s%s%s"):format(dt.name, table.concat(case.shape, "x"), table.concat(case.ns, "x"),
         case.w and " +weight" or "", case.b and " +bias" or "")
