@@ -106,6 +106,23 @@ describe("fused layer_norm and rms_norm", function()
     H.gradcheck(grads(function(a, ww) return F.rms_norm(a, 5, ww) end), { x, w })
   end)
 
+  it("float rows: sums in float lanes, a row redone in double when they would cancel or overflow", function()
+    -- runtime/rt_norm.c sums x - x[0] and its square in float lanes; a row
+    -- whose first value is a few deviations off its mean (the sums nearly
+    -- cancel) or whose squares pass float's range is summed again in double
+    tide.manual_seed(12)
+    local x = tide.randn(8, 1000) * 2 + 5
+    local row = x[1]:double()
+    local m, sd = row:mean():item(), row:std():item()
+    for r, off in ipairs { 0.5, 2.5, 3.2, 4, 50, 3000 } do x[{ r + 1, 1 }] = m + off * sd end
+    x[{ 8, 1 }] = 3e19; x[{ 8, 2 }] = -2e19                -- squares past float's range
+    for _, f in ipairs { function(t) return F.layer_norm(t, 1000) end, function(t) return F.rms_norm(t, 1000) end } do
+      local got, want = f(x):double(), f(x:double())     -- float64: the same float values' formula
+      assert.is_true(want:isfinite():all():item())
+      H.close(got, want, 2e-5)
+    end
+  end)
+
   it("the one-pass variance on rows far from 0 and with an outlying first value", function()
     -- the forward sums x - x[0] and its square in one pass: rows whose mean is
     -- far from 0, or whose first value (the shift) is far from their mean,
