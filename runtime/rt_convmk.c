@@ -66,7 +66,7 @@ typedef struct {
   int64_t bsz, nblk, rows;                    /* dW: images per block, blocks, output rows per tile */
   float *part;                                /* dW: per block G K Og floats ([g][k][o]), then O doubles */
   double *psum;                               /* CONVT_BWD's sx: the N C planes' sums of x */
-  int *ready;                                 /* forward, padded lazily: per (n, g) 0 none, 1 padding, 2 done */
+  bool lazy;                                  /* forward: each thread pads its groups into a buffer of its own */
   size_t pstride;
   int failed;
 } Mk;
@@ -125,9 +125,9 @@ static void plane_sum(const Mk *m, int64_t p)
   m->psum[p] = acc;
 }
 
-static void pad_range(void *ctx, int64_t b, int64_t e)
+/* planes p in [b, e) (image p / C, channel p % C) padded into dst + (p - b) CS */
+static void pad_planes(const Mk *m, int64_t b, int64_t e, float *dst)
 {
-  const Mk *m = ctx;
   const RtConvGeom *g = &m->j->g;
   int64_t D = m->d.D, H = g->H, W = g->W, Dq = m->Dq, Hq = m->Hq, Wq = m->Wq;
   int64_t st[5];
@@ -142,7 +142,7 @@ static void pad_range(void *ctx, int64_t b, int64_t e)
         int64_t o = bb - g->pw, t0 = o >= 0 ? 0 : (-o + g->sw - 1) / g->sw, t1 = (W - o + g->sw - 1) / g->sw;
         if (t1 > Wq) t1 = Wq;
         if (t1 < t0) t1 = t0;
-        float *ph = m->xp + p * m->CS + ((ad * g->sh + a) * g->sw + bb) * m->PS;
+        float *ph = dst + (p - b) * m->CS + ((ad * g->sh + a) * g->sw + bb) * m->PS;
         memset(ph + Dq * Hq * Wq, 0, (size_t)(m->PS - Dq * Hq * Wq) * 4);
         for (int64_t dq = 0; dq < Dq; dq++)
         for (int64_t i = 0; i < Hq; i++) {
@@ -167,6 +167,12 @@ static void pad_range(void *ctx, int64_t b, int64_t e)
       }
     if (m->psum) plane_sum(m, p);             /* CONVT_BWD's sx, read while in cache */
   }
+}
+
+static void pad_range(void *ctx, int64_t b, int64_t e)
+{
+  const Mk *m = ctx;
+  pad_planes(m, b, e, m->xp + b * m->CS);
 }
 
 /* sx alone: the planes' sums without the padded copy */
@@ -209,11 +215,12 @@ static int mk_setup(Mk *m, const RtConvJob *j, bool lazy)
   m->PS = mk_plane(g, &m->Dq, &m->Hq, &m->Wq); m->CS = m->d.sd * g->sh * g->sw * m->PS;
   m->L2 = ((m->d.OD - 1) * m->Hq + g->OH) * m->Wq; m->L = m->d.OD * g->OH * g->OW;
   size_t planes = (size_t)(g->N * g->C * m->CS), bytes = mk_xp_bytes(j);
-  m->xp = rt_alloc(bytes);                    /* the caching allocator: pages already faulted in */
+  m->lazy = lazy;
+  if (!lazy) m->xp = rt_alloc(bytes);         /* the caching allocator: pages already faulted in */
   m->off = malloc((size_t)(m->K > 0 ? m->K : 1) * sizeof *m->off);
   if (j->kind == RT_CONVT_BWD && j->sx && !(m->psum = malloc((size_t)(g->N * g->C + 1) * sizeof *m->psum))) return -1;
-  if (!m->xp || !m->off) return -1;
-  memset(m->xp + planes, 0, bytes - planes * 4);
+  if ((!lazy && !m->xp) || !m->off) return -1;
+  if (!lazy) memset(m->xp + planes, 0, bytes - planes * 4);
   for (int64_t c = 0, k = 0; c < m->Cg; c++)
     for (int64_t t = 0; t < m->d.kd; t++)
     for (int64_t ki = 0; ki < g->kh; ki++)
@@ -222,7 +229,7 @@ static int mk_setup(Mk *m, const RtConvJob *j, bool lazy)
         m->off[k++] = c * m->CS + (((rd % m->d.sd) * g->sh + rh % g->sh) * g->sw + rw % g->sw) * m->PS +
                       rd / m->d.sd * m->Hq * m->Wq + rh / g->sh * m->Wq + rw / g->sw;
       }
-  if (lazy) return (m->ready = calloc((size_t)(g->N * g->G), sizeof *m->ready)) ? 0 : -1;
+  if (lazy) return 0;
   rt_parallel_for(g->N * g->C, 1 + 65536 / (m->CS > 0 ? m->CS : 1), pad_range, m);
   return 0;
 }
@@ -250,20 +257,15 @@ static void store_fwd(const Mk *m, const float *out, int64_t mr, int64_t c0, flo
   }
 }
 
-/* Lazy padding: the first thread to reach image n's group gi pads its planes
-** (then in its L2 for the tiles that read them, instead of a pass of their
-** own over memory before the forward); a thread finding it under way waits.
-** Threads' ranges are contiguous, so only a range's first group is shared. */
-static void fwd_ready(const Mk *m, int64_t n, int64_t gi)
+/* Lazy padding: a thread pads the groups (image n, group gi) it computes into
+** a buffer of its own, just before their tiles read them (then in its L2),
+** instead of a padding pass into one shared copy first: that copy, written
+** into a block the allocator had cold, cost its line reads from memory. A
+** group that two threads' ranges share is padded by both. */
+static size_t fwd_group_bytes(const Mk *m)
 {
   const RtConvGeom *g = &m->j->g;
-  int *f = &m->ready[n * g->G + gi], none = 0;
-  if (__atomic_load_n(f, __ATOMIC_ACQUIRE) == 2) return;
-  if (__atomic_compare_exchange_n(f, &none, 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    pad_range((void *)m, n * g->C + gi * m->Cg, n * g->C + (gi + 1) * m->Cg);
-    __atomic_store_n(f, 2, __ATOMIC_RELEASE);
-  } else
-    while (__atomic_load_n(f, __ATOMIC_ACQUIRE) != 2) __builtin_ia32_pause();
+  return ((size_t)(m->Cg * m->CS) + FNR + g->kw * g->dw + 64) * 4;
 }
 
 static void fwd_range(void *ctx, int64_t b, int64_t e)
@@ -272,10 +274,16 @@ static void fwd_range(void *ctx, int64_t b, int64_t e)
   const RtConvJob *j = m->j;
   const RtConvGeom *g = &j->g;
   float out[FMR * FNR];
+  float *buf = NULL;
+  if (m->lazy) {
+    size_t gb = fwd_group_bytes(m), planes = (size_t)(m->Cg * m->CS);
+    if (!(buf = rt_alloc(gb))) { __atomic_store_n(&((Mk *)m)->failed, 1, __ATOMIC_RELAXED); return; }
+    memset(buf + planes, 0, gb - planes * 4);
+  }
   for (int64_t u = b; u < e; u++) {
     int64_t n = u / (g->G * m->nit), gi = (u / m->nit) % g->G, it = u % m->nit;
-    if (m->ready && (u == b || it == 0)) fwd_ready(m, n, gi);
-    const float *xg = m->xp + (n * g->C + gi * m->Cg) * m->CS;
+    if (buf && (u == b || it == 0)) pad_planes(m, n * g->C + gi * m->Cg, n * g->C + (gi + 1) * m->Cg, buf);
+    const float *xg = buf ? buf : m->xp + (n * g->C + gi * m->Cg) * m->CS;
     float *yg = (float *)j->y + (n * g->O + gi * m->Og) * m->L;
     for (int64_t p = it * m->ppi; p < (it + 1) * m->ppi; p++) {
       int64_t c0 = p * FNR;
@@ -287,6 +295,7 @@ static void fwd_range(void *ctx, int64_t b, int64_t e)
       }
     }
   }
+  if (buf) rt_free(buf, fwd_group_bytes(m));
 }
 
 /* y = conv(x, w) (+ b) from m's padded x */
@@ -306,12 +315,13 @@ static int mk_fwd_run(Mk *m)
   if (m->ppi > panels) m->ppi = panels;
   m->nit = panels > 0 ? (panels + m->ppi - 1) / m->ppi : 0;
   rt_parallel_for(g->N * g->G * m->nit, 1, fwd_range, m);
-  return 0;
+  return m->failed ? -1 : 0;
 }
 
 static void mk_free(Mk *m)
 {
-  rt_free(m->xp, mk_xp_bytes(m->j)); free(m->off); free(m->wp); free(m->psum); free(m->ready);
+  if (m->xp) rt_free(m->xp, mk_xp_bytes(m->j));
+  free(m->off); free(m->wp); free(m->psum);
   rt_free(m->part, m->pstride * (size_t)(m->nblk > 0 ? m->nblk : 1));
 }
 

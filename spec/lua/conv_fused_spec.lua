@@ -114,9 +114,9 @@ describe("fused conv2d", function()
   end)
 
   it("the forward's padded copy, made image by image by the threads: same bits on 1, 2 and 3 threads", function()
-    -- rt_convmk.c pads (image, group) blocks as the threads reach them when
-    -- there are at least as many as threads; fewer, or a thread range starting
-    -- inside a block, share one (the others wait for it)
+    -- rt_convmk.c has each thread pad the (image, group) blocks it computes
+    -- into a buffer of its own when there are at least as many as threads (a
+    -- block two ranges share is padded by both); fewer: one shared copy
     local prog = [[
       local tide = require "tide"
       local F = tide.nn.functional
