@@ -163,15 +163,19 @@ static char *cache_split(int c, size_t r)
   return p;
 }
 
-/* Blocks of HUGE_MIN bytes and more are whole 2 MiB pages, asked for as
-** transparent huge pages (madvise; Linux's default mode here serves only those
-** who ask): a kernel streaming 32-64 MiB then misses the TLB 512 times less,
-** and a fresh block faults a 2 MiB page at a time. Measured here: layer_norm
-** (8192, 1024) fwd 1.36 -> 1.26 ms, softmax (4096, 4096) fwd 4.67 -> 4.49,
-** W1 fwd 27.5-31 -> 25.8-26.4. TIDE_HUGEPAGES=0 turns it off. */
+/* TIDE_HUGEPAGES=1: blocks of HUGE_MIN to HUGE_MAX bytes are whole 2 MiB
+** pages, asked for as transparent huge pages (madvise; Linux's default mode
+** serves only those who ask). A kernel streaming 32-64 MiB then misses the
+** TLB 512 times less (here: layer_norm (8192, 1024) fwd 1.36 -> 1.26 ms,
+** softmax (4096, 4096) fwd 4.67 -> 4.49, W1 fwd 27.5-31 -> 25.8-26.4), but a
+** huge page's first fault may compact memory synchronously: a process of the
+** bench spent 1.3-3.5 s in the kernel instead of 0.5 (session 23 saw the
+** same with 512 MiB blocks, hence the cap). Off by default: a game or a tool
+** embedding tide cannot have such pauses; a long training run may want it. */
 #define HUGE_PAGE ((size_t)2 << 20)
 #define HUGE_MIN  ((size_t)4 << 20)
-static bool thp_on = true;
+#define HUGE_MAX  ((size_t)64 << 20)
+static bool thp_on = false;
 
 void *rt_alloc(size_t n) { return rt_alloc_cold(n, NULL); }
 
@@ -198,7 +202,7 @@ void *rt_alloc_cold(size_t n, bool *cold)
   pthread_mutex_unlock(&cache_mu);
   if (p) return p;
   BlockHdr *h;
-  if (r + HDR >= HUGE_MIN && thp_on) {
+  if (r + HDR >= HUGE_MIN && r <= HUGE_MAX && thp_on) {
     size_t sz = (r + HDR + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
     if ((h = aligned_alloc(HUGE_PAGE, sz))) madvise(h, sz, MADV_HUGEPAGE);
   } else h = aligned_alloc(64, r + HDR);
@@ -238,7 +242,7 @@ __attribute__((constructor)) static void storage_init(void)
   const char *s = getenv("TIDE_CACHE_LIMIT");
   if (s && *s) cache_limit = (size_t)strtoull(s, NULL, 10);
   s = getenv("TIDE_HUGEPAGES");
-  if (s && !strcmp(s, "0")) thp_on = false;
+  thp_on = s && !strcmp(s, "1");
 }
 
 /* -- Small blocks ------------------------------------------------------------------------ */

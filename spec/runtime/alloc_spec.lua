@@ -87,7 +87,7 @@ print("ok")
     assert.truthy(out:find("ok", 1, true), out)
   end)
 
-  it("asks for huge pages for blocks of 4 MiB and more (TIDE_HUGEPAGES=0: never)", function()
+  it("asks for huge pages for blocks of 4 to 64 MiB with TIDE_HUGEPAGES=1 (by default never)", function()
     -- the advice shows as "hg" in the VmFlags of the mapping that holds the
     -- data (/proc/self/smaps), whether or not the kernel has huge pages to give
     local prog = PRELUDE .. [[
@@ -108,8 +108,8 @@ local big, small = tide.ones(2 * MiB), tide.ones(MiB / 8)     -- 8 MiB and 512 K
 assert(big:sum():item() == 2 * MiB and small:sum():item() == MiB / 8)
 io.write(("%s %s\n"):format(tostring(advised(big)), tostring(advised(small))))
 ]]
-    local on, rc1 = H.child(prog, {})
-    local off, rc2 = H.child(prog, { TIDE_HUGEPAGES = "0" })
+    local on, rc1 = H.child(prog, { TIDE_HUGEPAGES = "1" })
+    local off, rc2 = H.child(prog, {})
     assert(rc1 == 0 and rc2 == 0, on .. off)
     assert.equal("true false\n", on)
     assert.equal("false false\n", off)
