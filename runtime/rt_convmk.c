@@ -236,27 +236,6 @@ static int mk_setup(Mk *m, const RtConvJob *j, bool lazy)
 
 /* -- Forward (the tile is rt_tile.h's) ------------------------------------------------------ */
 
-/* a tile's valid columns (oh < OH, ow < OW, l' < L2) of mr rows into y (plus the bias) */
-static void store_fwd(const Mk *m, const float *out, int64_t mr, int64_t c0, float *y, const float *bias)
-{
-  const RtConvGeom *g = &m->j->g;
-  int64_t L = m->L, Wq = m->Wq, oh = c0 / Wq, ow = c0 - oh * Wq, od = oh / m->Hq;
-  oh -= od * m->Hq;
-  for (int64_t jj = 0; jj < FNR && c0 + jj < m->L2; ) {
-    int64_t run = FNR - jj;
-    if (run > Wq - ow) run = Wq - ow;
-    if (run > m->L2 - c0 - jj) run = m->L2 - c0 - jj;
-    int64_t valid = ow < g->OW && oh < g->OH ? (g->OW - ow < run ? g->OW - ow : run) : 0;
-    for (int64_t r = 0; r < mr && valid > 0; r++) {
-      float *d = y + r * L + (od * g->OH + oh) * g->OW + ow, bv = bias ? bias[r] : 0.0f;
-      const float *s = out + r * FNR + jj;
-      for (int64_t t = 0; t < valid; t++) d[t] = s[t] + bv;
-    }
-    jj += run; ow += run;
-    if (ow == Wq) { ow = 0; if (++oh == m->Hq) { oh = 0; od++; } }
-  }
-}
-
 /* Lazy padding: a thread pads the groups (image n, group gi) it computes into
 ** a buffer of its own, just before their tiles read them (then in its L2),
 ** instead of a padding pass into one shared copy first: that copy, written
@@ -273,7 +252,6 @@ static void fwd_range(void *ctx, int64_t b, int64_t e)
   const Mk *m = ctx;
   const RtConvJob *j = m->j;
   const RtConvGeom *g = &j->g;
-  float out[FMR * FNR];
   float *buf = NULL;
   if (m->lazy) {
     size_t gb = fwd_group_bytes(m), planes = (size_t)(m->Cg * m->CS);
@@ -288,10 +266,44 @@ static void fwd_range(void *ctx, int64_t b, int64_t e)
     for (int64_t p = it * m->ppi; p < (it + 1) * m->ppi; p++) {
       int64_t c0 = p * FNR;
       if (c0 >= m->L2) break;
+      /* the panel's valid columns, per vector (the same for every row block): where
+      ** the first lands in y, the lanes kept, their count; stored compressed straight
+      ** from the accumulators (a copy through `out` and runs of any length cost 5%) */
+      int64_t y0 = -1;
+      __mmask16 keep[FNV]; int cnt[FNV];
+      {
+        int64_t L = m->Wq, oh = c0 / L, ow = c0 - oh * L, od = oh / m->Hq;
+        oh -= od * m->Hq;
+        for (int v = 0; v < FNV; v++) {
+          unsigned k = 0;
+          for (int q = 0; q < VL; q++) {
+            if (c0 + v * VL + q < m->L2 && ow < g->OW && oh < g->OH) {
+              k |= 1u << q;
+              if (y0 < 0) y0 = (od * g->OH + oh) * g->OW + ow;
+            }
+            if (++ow == L) { ow = 0; if (++oh == m->Hq) { oh = 0; od++; } }
+          }
+          keep[v] = (__mmask16)k; cnt[v] = __builtin_popcount(k);
+        }
+      }
       for (int64_t rb = 0; rb < m->nrb; rb++) {
         int64_t o0 = rb * FMR, mr = m->Og - o0 < FMR ? m->Og - o0 : FMR;
-        tile_fwd(m->K, m->wp + (gi * m->nrb + rb) * m->K * FMR, xg + c0, m->off, out);
-        store_fwd(m, out, mr, c0, yg + o0 * m->L, j->b ? (const float *)j->b + gi * m->Og + o0 : NULL);
+        const float *bias = j->b ? (const float *)j->b + gi * m->Og + o0 : NULL;
+        V acc[FMR][FNV];
+        tile_acc(m->K, m->wp + (gi * m->nrb + rb) * m->K * FMR, xg + c0, m->off, acc);
+        if (y0 < 0) continue;
+#pragma GCC unroll 8
+        for (int r = 0; r < FMR; r++)
+          if (r < mr) {
+            float *d = yg + (o0 + r) * m->L + y0;
+            __m512 bv = _mm512_set1_ps(bias ? bias[r] : 0.0f);
+#pragma GCC unroll 3
+            for (int v = 0; v < FNV; v++) {
+              __m512 c = _mm512_maskz_compress_ps(keep[v], _mm512_add_ps((__m512)acc[r][v], bv));
+              _mm512_mask_storeu_ps(d, (__mmask16)((1u << cnt[v]) - 1), c);
+              d += cnt[v];
+            }
+          }
       }
     }
   }
