@@ -68,8 +68,8 @@ $(B)/obj/runtime/rt_ew%.o: CFLAGS += -fno-math-errno -fno-trapping-math
 $(B)/obj/runtime/rt_ewgrad%.o: CFLAGS += -ffp-contract=off
 $(B)/obj/runtime/rt_norm%.o: CFLAGS += -fno-math-errno -fno-trapping-math
 $(B)/obj/runtime/rt_ctc%.o: CFLAGS += -fno-math-errno -fno-trapping-math
-# its 512-bit vector helpers are static: the ABI note of the narrower variants does not apply
-$(B)/obj/runtime/rt_attn%.o: CFLAGS += -Wno-psabi
+# their 512-bit vector helpers (rt_isa.h) are static: the ABI note of the narrower variants does not apply
+$(patsubst %.c,$(B)/obj/%.o,$(RT_ISA_FILES) runtime/rt_isa.c) $(patsubst %.c,$(B)/obj/%.v3.o,$(RT_ISA_FILES)): CFLAGS += -Wno-psabi
 # integer tensor arithmetic wraps around on overflow, as PyTorch's does (in C a
 # signed overflow is undefined; -fwrapv defines it as two's complement)
 $(B)/obj/runtime/rt_ew%.o $(B)/obj/runtime/rt_red%.o: CFLAGS += -fwrapv

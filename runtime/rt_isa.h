@@ -95,7 +95,10 @@ static inline bool rt_stream_rows(bool cold, const void *y, int64_t total, int64
 static inline void rt_stream_end(void) { _mm_sfence(); }
 
 /* 16-lane blocks in GCC's vector extension: one AVX-512 register, two AVX2 or
-** four SSE ones, the same arithmetic in each variant (FMA contraction aside). */
+** four SSE ones, the same arithmetic in each variant (FMA contraction aside).
+** The helpers are static inline, so -Wpsabi's note (a 64-byte vector passed
+** without AVX-512 changes the calling convention) concerns no real call: the
+** Makefile turns it off for these files. */
 typedef float rt_vf16 __attribute__((vector_size(64)));
 typedef float rt_vf16u __attribute__((vector_size(64), aligned(4)));   /* a block at any float's address */
 typedef int32_t rt_vi16 __attribute__((vector_size(64)));
