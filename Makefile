@@ -42,7 +42,7 @@ endif
 ASAN_B  ?= build-asan
 
 SRC := $(wildcard runtime/*.c) $(wildcard jit/*.c) $(wildcard opencl/*.c)
-RT_ISA_FILES := runtime/rt_ew.c runtime/rt_ewgrad.c runtime/rt_red.c runtime/rt_row.c runtime/rt_norm.c runtime/rt_attn.c runtime/rt_optim.c runtime/rt_conv.c runtime/rt_convgemm.c runtime/rt_convmk.c \
+RT_ISA_FILES := runtime/rt_ew.c runtime/rt_ewgrad.c runtime/rt_red.c runtime/rt_row.c runtime/rt_norm.c runtime/rt_attn.c runtime/rt_optim.c runtime/rt_conv.c runtime/rt_convgemm.c runtime/rt_convmk.c runtime/rt_convwino.c \
                 runtime/rt_ctc.c runtime/rt_mmtile.c runtime/rt_scan.c runtime/rt_bmmtile.c
 OBJ := $(patsubst %.c,$(B)/obj/%.o,$(SRC)) $(patsubst %.c,$(B)/obj/%.v3.o,$(RT_ISA_FILES)) \
        $(patsubst %.c,$(B)/obj/%.v4.o,$(RT_ISA_FILES))

@@ -339,6 +339,8 @@ static void mk_free(Mk *m)
 
 static int mk_fwd(const RtConvJob *j)
 {
+  int wr = rt_wino_fwd_v4(j);                 /* 3x3 stride 1: Winograd, when it takes it */
+  if (wr <= 0) return wr;
   Mk m = { 0 };
   /* padded lazily when each thread has whole images of its own */
   int rc = mk_setup(&m, j, j->g.N * j->g.G >= rt_num_threads()) || mk_fwd_run(&m) ? rt_err(TD_ERR_NOMEM, "%s: out of memory", j->g.kd > 0 ? "conv3d" : "conv2d") : 0;

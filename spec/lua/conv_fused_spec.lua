@@ -39,6 +39,9 @@ describe("fused conv2d", function()
     -- strides: the input split into stride phases (rt_convmk.c)
     { "stride (3, 2), 40 output channels", 2, 5, 13, 12, 40, 3, 3, { stride = { 3, 2 }, padding = 1 } },
     { "stride 2, dilation 2, 5x4 kernel", 1, 3, 15, 14, 9, 5, 4, { stride = 2, dilation = 2, padding = { 2, 3 } } },
+    -- float32 3x3 stride 1 with 8+ channels a group and 32+ output columns: Winograd's forward
+    { "Winograd forward, odd sizes", 2, 16, 33, 35, 24, 3, 3, { padding = 1 } },
+    { "Winograd forward, padding 0 and 2, groups 2", 3, 32, 21, 36, 16, 3, 3, { padding = { 0, 2 }, groups = 2 } },
   }
   for _, dt in ipairs { tide.float32, tide.float64 } do
     for _, c in ipairs(cases) do
@@ -150,6 +153,64 @@ describe("fused conv2d", function()
     local x, w, b = tide.randn(3, 9, 12, 13), tide.randn(24, 3, 3, 3) * 0.2, tide.randn(24)
     local f = function() return F.conv2d(x, w, b, { padding = 1, groups = 3 }) end
     H.close(f(), composite(f), 2e-4, "groups 3, 3 images")
+  end)
+
+  it("Winograd's forward: the direct tiles' values, NaN and infinities where their windows reach, same bits on any thread count", function()
+    local prog = [[
+      local tide = require "tide"
+      local F = tide.nn.functional
+      tide.manual_seed(8)
+      local out = {}
+      local function put(y)
+        local p = require("ffi").cast("const uint32_t *", require("tide.tensor").fields(y:contiguous()).ptr)
+        for i = 0, y:numel() - 1 do out[#out + 1] = ("%08x"):format(p[i]) end
+      end
+      for _, c in ipairs { { 2, 16, 32, 32, 24, 1, 1 }, { 3, 8, 31, 41, 8, 0, 1 }, { 2, 32, 20, 64, 40, 2, 2 } } do
+        local N, C, H, W, O, pad, G = unpack(c)
+        local x, w, b = tide.randn(N, C, H, W), tide.randn(O, C / G, 3, 3) * 0.2, tide.randn(O)
+        put(F.conv2d(x, w, b, { padding = pad, groups = G }))
+        put(F.conv2d(x, w, nil, { padding = pad, groups = G }))
+      end
+      io.write(table.concat(out, " "))
+    ]]
+    local r = {}
+    for _, env in ipairs { { TIDE_NUM_THREADS = "1" }, { TIDE_NUM_THREADS = "2" }, { TIDE_NUM_THREADS = "3" },
+                           { TIDE_NUM_THREADS = "2", TIDE_CONV_WINOGRAD = "0" } } do
+      local o, rc = H.child(prog, env)
+      assert(rc == 0, o)
+      r[#r + 1] = o
+    end
+    assert.equal(r[1], r[2], "2 threads differ from 1")
+    assert.equal(r[1], r[3], "3 threads differ from 1")
+    local ffi = require "ffi"
+    local u = ffi.new("uint32_t[1]")
+    local function floats(words)
+      local t = {}
+      for wd in words:gmatch("%x+") do u[0] = tonumber(wd, 16); t[#t + 1] = ffi.cast("float *", u)[0] end
+      return t
+    end
+    local a, d = floats(r[1]), floats(r[4])
+    assert.equal(#a, #d)
+    if tide.config().eager_isa == "x86-64-v4" then
+      assert.is_true(r[1] ~= r[4], "TIDE_CONV_WINOGRAD=0 changed no bits: Winograd's path did not run")
+    end
+    for i = 1, #a do
+      assert(math.abs(a[i] - d[i]) <= 2e-4 * math.max(1, math.abs(d[i])), ("value %d: %.9g vs the direct %.9g"):format(i, a[i], d[i]))
+    end
+    -- an infinity, a NaN or a huge value in x or w: the direct tiles' results
+    tide.manual_seed(9)
+    local x, w = tide.randn(2, 16, 32, 34), tide.randn(16, 16, 3, 3) * 0.2
+    for _, case in ipairs { { "x", 1 / 0 }, { "x", 0 / 0 }, { "x", 3e30 }, { "w", -1 / 0 } } do
+      local xx, ww = x:clone(), w:clone()
+      if case[1] == "x" then xx[{ 2, 5, 10, 7 }] = case[2] else ww[{ 3, 4, 2, 2 }] = case[2] end
+      local f = function() return F.conv2d(xx, ww, nil, { padding = 1 }) end
+      local yf, yc = f():flatten():totable(), composite(f):flatten():totable()
+      for i = 1, #yc do
+        local p, q = yf[i], yc[i]
+        assert((p ~= p and q ~= q) or p == q or math.abs(p - q) <= 1e-3 * math.max(1, math.abs(q)),
+          ("%s holds %s: output %d is %s, the composite's %s"):format(case[1], case[2], i, p, q))
+      end
+    end
   end)
 
   it("no images, no input channels or no output channels: the composite's values, no crash", function()
