@@ -681,8 +681,36 @@ static void dx_axis(int64_t n, int64_t pad, int64_t s, int64_t a, int64_t *cnt, 
   *first = pad > a ? (pad - a + s - 1) / s : 0;
 }
 
+/* dX of a 3x3 stride-1 convolution is a forward one: dY padded by 2 - p, the
+** weights flipped with in and out channels swapped (w'[c][o] = w[o][c] turned
+** 180 degrees): Winograd's forward when it takes it (rt_convwino.c) */
+static int mk_dx_wino(const RtConvJob *j)
+{
+  const RtConvGeom *g = &j->g;
+  if (g->kd != 0 || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 ||
+      g->ph > 2 || g->pw > 2 || g->W < 32 || g->C / g->G < 8 || g->O / g->G < 8)
+    return 1;
+  int64_t Cg = g->C / g->G, Og = g->O / g->G;
+  float *wf = malloc((size_t)(g->O * Cg * 9) * 4);
+  if (!wf) return rt_err(TD_ERR_NOMEM, "conv2d_backward: out of memory");
+  const float *w = j->w;
+  for (int64_t gi = 0; gi < g->G; gi++)
+    for (int64_t o = 0; o < Og; o++)
+      for (int64_t c = 0; c < Cg; c++)
+        for (int q = 0; q < 9; q++)
+          wf[((gi * Cg + c) * Og + o) * 9 + q] = w[((gi * Og + o) * Cg + c) * 9 + 8 - q];
+  RtConvJob f = { .kind = RT_CONV_FWD, .dtype = j->dtype, .x = j->dy, .w = wf, .b = j->b, .y = j->dx,
+                  .g = { .N = g->N, .C = g->O, .H = g->OH, .W = g->OW, .O = g->C, .G = g->G, .kh = 3, .kw = 3,
+                         .sh = 1, .sw = 1, .ph = 2 - g->ph, .pw = 2 - g->pw, .dh = 1, .dw = 1, .OH = g->H, .OW = g->W } };
+  int rc = rt_wino_fwd_v4(&f);
+  free(wf);
+  return rc;
+}
+
 static int mk_dx(const RtConvJob *j)
 {
+  int wr = mk_dx_wino(j);
+  if (wr <= 0) return wr;
   const RtConvGeom *g = &j->g;
   MkDx d = { .j = j, .dp = dep_of(g), .Cg = g->C / g->G, .Og = g->O / g->G };
   int rc = 0;

@@ -170,6 +170,11 @@ describe("fused conv2d", function()
         local x, w, b = tide.randn(N, C, H, W), tide.randn(O, C / G, 3, 3) * 0.2, tide.randn(O)
         put(F.conv2d(x, w, b, { padding = pad, groups = G }))
         put(F.conv2d(x, w, nil, { padding = pad, groups = G }))
+        -- dX: a forward convolution of dY with the flipped weights; conv_transpose2d's forward is one
+        local xg = x:clone():requires_grad_()
+        F.conv2d(xg, w, b, { padding = pad, groups = G }):backward(tide.randn(N, O, H + 2 * pad - 2, W + 2 * pad - 2))
+        put(xg.grad)
+        put(F.conv_transpose2d(tide.randn(N, O, H, W), w, tide.randn(C), { padding = 1, groups = G }))
       end
       io.write(table.concat(out, " "))
     ]]
