@@ -274,6 +274,7 @@ int rt_conv_run(RtConvJob *j);
 /* the forward of a float32 3x3 stride-1 convolution by Winograd's F(2x2, 3x3) (rt_convwino.c, x86-64-v4 only):
 ** 0 done, 1 not taken (rt_convmk.c's tiles run it), < 0 an error */
 int rt_wino_fwd_v4(const RtConvJob *j);
+bool rt_wino_fits_v4(const RtConvJob *j);     /* its kind, dtype and geometry are the path's */
 /* CTC (rt_ctc.c), run by jit/jit_ctc.c: log_probs lp (T, N, C) contiguous of
 ** `dtype`, labels 0-based int64 (sequence n's at tg + off[n], tl[n] of them),
 ** input lengths il[n] <= T; alpha is (N, T, rt_ctc_width(L)) doubles, written

@@ -154,7 +154,7 @@ static void pad_planes(const Mk *m, int64_t b, int64_t e, float *dst)
             int64_t t = 0;
             for (; t < t0; t++) d[t] = 0;
             for (const float *r = sr + t0 + o - t; t < t1; t += VL) {
-              __mmask16 k = t1 - t >= VL ? (__mmask16)0xffff : (__mmask16)((1u << (t1 - t)) - 1);
+              __mmask16 k = tile_lanes(t1 - t);
               _mm512_mask_storeu_ps(d + t, k, _mm512_maskz_loadu_ps(k, r + t));
             }
             for (t = t1; t < Wq; t++) d[t] = 0;
@@ -205,7 +205,7 @@ static size_t mk_xp_bytes(const RtConvJob *j)
   return ((size_t)(g->N * g->C * dep_of(g).sd * g->sh * g->sw * PS) + FNR + g->kw * g->dw + 64) * 4;
 }
 
-/* lazy: the forward pads each image's planes itself (fwd_ready) */
+/* lazy: no shared copy; the forward's threads pad their groups into buffers of their own (fwd_range) */
 static int mk_setup(Mk *m, const RtConvJob *j, bool lazy)
 {
   const RtConvGeom *g = &j->g;
@@ -300,7 +300,7 @@ static void fwd_range(void *ctx, int64_t b, int64_t e)
 #pragma GCC unroll 3
             for (int v = 0; v < FNV; v++) {
               __m512 c = _mm512_maskz_compress_ps(keep[v], _mm512_add_ps((__m512)acc[r][v], bv));
-              _mm512_mask_storeu_ps(d, (__mmask16)((1u << cnt[v]) - 1), c);
+              _mm512_mask_storeu_ps(d, tile_lanes(cnt[v]), c);
               d += cnt[v];
             }
           }
@@ -687,8 +687,11 @@ static void dx_axis(int64_t n, int64_t pad, int64_t s, int64_t a, int64_t *cnt, 
 static int mk_dx_wino(const RtConvJob *j)
 {
   const RtConvGeom *g = &j->g;
+  RtConvJob f = { .kind = RT_CONV_FWD, .dtype = j->dtype, .x = j->dy, .b = j->b, .y = j->dx,
+                  .g = { .N = g->N, .C = g->O, .H = g->OH, .W = g->OW, .O = g->C, .G = g->G, .kh = 3, .kw = 3,
+                         .sh = 1, .sw = 1, .ph = 2 - g->ph, .pw = 2 - g->pw, .dh = 1, .dw = 1, .OH = g->H, .OW = g->W } };
   if (g->kd != 0 || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 ||
-      g->ph > 2 || g->pw > 2 || g->W < 32 || g->C / g->G < 8 || g->O / g->G < 8)
+      !rt_wino_fits_v4(&f))   /* (p > 2: a negative padding there) */
     return 1;
   int64_t Cg = g->C / g->G, Og = g->O / g->G;
   float *wf = malloc((size_t)(g->O * Cg * 9) * 4);
@@ -699,9 +702,7 @@ static int mk_dx_wino(const RtConvJob *j)
       for (int64_t c = 0; c < Cg; c++)
         for (int q = 0; q < 9; q++)
           wf[((gi * Cg + c) * Og + o) * 9 + q] = w[((gi * Og + o) * Cg + c) * 9 + 8 - q];
-  RtConvJob f = { .kind = RT_CONV_FWD, .dtype = j->dtype, .x = j->dy, .w = wf, .b = j->b, .y = j->dx,
-                  .g = { .N = g->N, .C = g->O, .H = g->OH, .W = g->OW, .O = g->C, .G = g->G, .kh = 3, .kw = 3,
-                         .sh = 1, .sw = 1, .ph = 2 - g->ph, .pw = 2 - g->pw, .dh = 1, .dw = 1, .OH = g->H, .OW = g->W } };
+  f.w = wf;
   int rc = rt_wino_fwd_v4(&f);
   free(wf);
   return rc;

@@ -42,7 +42,7 @@ typedef struct {
   float *up;                                   /* U: [g][xi][rb][c][FMR] */
   int64_t nrb;
   int64_t off[1024];                           /* V's rows: c WB (Cg <= 1024) */
-  __mmask16 pm[8][2];                          /* padding: per block of 16 u, the x lanes of its two loads */
+  __mmask16 pm[8][2];                          /* padding: per block of 16 u, the x lanes of its two loads (OW <= 254) */
   int failed;
 } Wino;
 
@@ -51,7 +51,6 @@ static const int32_t ODD[16] __attribute__((aligned(64))) = { 1, 3, 5, 7, 9, 11,
 static const int32_t ILO[16] __attribute__((aligned(64))) = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 };
 static const int32_t IHI[16] __attribute__((aligned(64))) = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
 
-static __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
 /* any of x[0..n) not finite or not below 2^50 in magnitude */
 static bool wino_bad(const float *x, int64_t n)
@@ -90,7 +89,7 @@ static void wino_pad(const Wino *w, int64_t n, int64_t gi, float *q)
       const float *xr = xc + ih * W - g->pw;      /* xr[2u + p] = P[r][2u + p] where inside */
       for (int64_t u0 = 0, k = 0; u0 < Wh; u0 += 16, k++) {
         __m512 a = _mm512_maskz_loadu_ps(w->pm[k][0], xr + 2 * u0), b = _mm512_maskz_loadu_ps(w->pm[k][1], xr + 2 * u0 + 16);
-        __mmask16 m = lanes(Wh - u0);
+        __mmask16 m = tile_lanes(Wh - u0);
         _mm512_mask_storeu_ps(d + u0, m, _mm512_permutex2var_ps(a, ev, b));
         _mm512_mask_storeu_ps(d + Wh + u0, m, _mm512_permutex2var_ps(a, od, b));
       }
@@ -107,7 +106,7 @@ static void wino_in(const Wino *w, const float *q, int64_t t0, int64_t t1, float
     for (int64_t t = t0; t < t1; t += 16) {
       int64_t n = t1 - t < 16 ? t1 - t : 16, ty = t / tw, tx = t - ty * tw;
       int64_t ka = tw - tx < n ? tw - tx : n;   /* lanes in tile row ty; the rest in ty + 1 from tx 0 */
-      __mmask16 ma = lanes(ka), mb = (__mmask16)(lanes(n) & ~ma);
+      __mmask16 ma = tile_lanes(ka), mb = (__mmask16)(tile_lanes(n) & ~ma);
       __m512 r[4][4];
       for (int i = 0; i < 4; i++) {
         __m512 d[4];
@@ -119,7 +118,7 @@ static void wino_in(const Wino *w, const float *q, int64_t t0, int64_t t1, float
         r[i][0] = _mm512_sub_ps(d[0], d[2]); r[i][1] = _mm512_add_ps(d[1], d[2]);
         r[i][2] = _mm512_sub_ps(d[2], d[1]); r[i][3] = _mm512_sub_ps(d[1], d[3]);
       }
-      __mmask16 mn = lanes(n);
+      __mmask16 mn = tile_lanes(n);
       float *v = vt + c * WB + (t - t0);
       for (int jj = 0; jj < 4; jj++) {
         __m512 v0 = _mm512_sub_ps(r[0][jj], r[2][jj]), v1 = _mm512_add_ps(r[1][jj], r[2][jj]);
@@ -147,7 +146,7 @@ static void wino_out(const Wino *w, const float *mt, int64_t n, int64_t gi, int6
     __m512 bv = _mm512_set1_ps(j->b ? ((const float *)j->b)[oc] : 0.0f);
     for (int64_t t = t0; t < t1; t += 16) {
       int64_t nn = t1 - t < 16 ? t1 - t : 16, ty = t / tw, tx = t - ty * tw, ka = tw - tx < nn ? tw - tx : nn;
-      __mmask16 mn = lanes(nn);
+      __mmask16 mn = tile_lanes(nn);
       __m512 m[16];
       for (int xi = 0; xi < 16; xi++) m[xi] = _mm512_maskz_loadu_ps(mn, mt + (xi * w->Og + o) * WB + (t - t0));
       __m512 s0[4], s1[4];                      /* A^T m: rows, for each column b */
@@ -171,7 +170,7 @@ static void wino_out(const Wino *w, const float *mt, int64_t n, int64_t gi, int6
           if (row >= OH || cnt <= 0) continue;
           float *dst = yo + row * OW + col;
           for (int64_t k = 0; k < cnt; k += 16)
-            _mm512_mask_storeu_ps(dst + k, lanes(cnt - k), _mm512_maskz_loadu_ps(lanes(cnt - k), tmp + first + k));
+            _mm512_mask_storeu_ps(dst + k, tile_lanes(cnt - k), _mm512_maskz_loadu_ps(tile_lanes(cnt - k), tmp + first + k));
         }
       }
     }
@@ -234,17 +233,24 @@ static void wino_u_range(void *ctx, int64_t b, int64_t e)
   }
 }
 
-/* 0: done; 1: not this path (the caller runs the direct tiles); < 0: an error */
-int rt_wino_fwd_v4(const RtConvJob *j)
+/* the call's kind, dtype and geometry are Winograd's (its values are checked by rt_wino_fwd_v4) */
+bool rt_wino_fits_v4(const RtConvJob *j)
 {
   const RtConvGeom *g = &j->g;
   static int off = -1;
   if (off < 0) { const char *s = getenv("TIDE_CONV_WINOGRAD"); off = s && !strcmp(s, "0"); }
   int64_t Cg = g->C / g->G, Og = g->O / g->G;
-  if (off || j->kind != RT_CONV_FWD || j->dtype != TD_FLOAT32 || g->kd != 0 || g->kh != 3 || g->kw != 3 ||
-      g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph > 2 || g->pw > 2 || Cg < 8 || Cg > 1024 ||
-      Og < 8 || g->OW < 32 || g->OH < 4 || g->N < 1)
-    return 1;
+  return !off && j->kind == RT_CONV_FWD && j->dtype == TD_FLOAT32 && g->kd == 0 && g->kh == 3 && g->kw == 3 &&
+         g->sh == 1 && g->sw == 1 && g->dh == 1 && g->dw == 1 && g->ph >= 0 && g->ph <= 2 && g->pw >= 0 &&
+         g->pw <= 2 && Cg >= 8 && Cg <= 1024 && Og >= 8 && g->OW >= 32 && g->OW <= 254 && g->OH >= 4 && g->N >= 1;
+}
+
+/* 0: done; 1: not this path (the caller runs the direct tiles); < 0: an error */
+int rt_wino_fwd_v4(const RtConvJob *j)
+{
+  const RtConvGeom *g = &j->g;
+  if (!rt_wino_fits_v4(j)) return 1;
+  int64_t Cg = g->C / g->G, Og = g->O / g->G;
   /* no value that the transforms could turn into NaN or infinity elsewhere */
   if (wino_bad(j->w, g->O * Cg * 9)) return 1;
   Scan sc = { .x = j->x, .n = g->N * g->C * g->H * g->W, .per = 1 << 16 };
@@ -255,7 +261,6 @@ int rt_wino_fwd_v4(const RtConvJob *j)
   w.Hp = 2 * w.th + 2; w.Wh = w.tw + 1;
   w.nrb = (Og + FMR - 1) / FMR;
   for (int64_t c = 0; c < Cg; c++) w.off[c] = c * WB;
-  if (w.Wh > 128) return 1;                    /* pm holds 8 blocks: rows up to 256 columns */
   for (int64_t k = 0; k * 16 < w.Wh; k++)     /* x columns 2u + p - pw inside [0, W) */
     for (int h = 0; h < 2; h++) {
       unsigned m = 0;

@@ -102,7 +102,6 @@ static inline void rt_stream_end(void) { _mm_sfence(); }
 typedef float rt_vf16 __attribute__((vector_size(64)));
 typedef float rt_vf16u __attribute__((vector_size(64), aligned(4)));   /* a block at any float's address */
 typedef int32_t rt_vi16 __attribute__((vector_size(64)));
-typedef float rt_vf8 __attribute__((vector_size(32)));
 typedef double rt_vd8 __attribute__((vector_size(64)));
 
 /* exp(x) of a block of x <= 0 (a value minus its row's max), inline: the

@@ -20,6 +20,9 @@ typedef float V __attribute__((vector_size(VL * 4), aligned(4)));
 #define FNV 3                                 /* tile columns, in vectors */
 #define FNR (FNV * VL)
 
+/* the first n lanes of a vector (n <= 0: none, n >= VL: all) */
+static inline __mmask16 tile_lanes(int64_t n) { return n >= VL ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
 /* acc (FMR x FNV vectors) = the tile's sums; the caller stores them */
 static inline __attribute__((always_inline)) void tile_acc(int64_t K, const float *restrict ap, const float *restrict b,
                                                            const int64_t *restrict off, V acc[FMR][FNV])
